@@ -1,0 +1,492 @@
+"""Case files: TOML data in, one validated :class:`Case` out.
+
+A case file is data, never code: it is read with :mod:`tomllib`, merged with
+``--set section.key=VALUE`` overrides and checked against a schema that also supplies the
+defaults.  Every problem becomes a one-line :class:`CaseError` naming the file (or the
+override), the dotted key and what was expected, so a user can fix it without a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+__all__ = ["Case", "CaseError", "builtin_cases", "load_case"]
+
+CASES_DIR = Path(__file__).parent / "cases"
+
+# The patches of a generated box, as named by haloflow.mesh.blocks.SIDES.  Not imported from
+# there: that pulls in numba, and checking a case file should stay instant.
+BOX_PATCHES = ("left", "right", "bottom", "top", "front", "back")
+
+
+class CaseError(Exception):
+    """A case file or override is wrong; the message is one line meant for the user."""
+
+
+class _Invalid(Exception):
+    """A checker's verdict: the value is not of the kind the key expects."""
+
+
+class _Problem(Exception):
+    """A problem at a dotted key, raised before we know if the file or an override caused it."""
+
+    def __init__(self, path: Sequence[str], message: str, also: Sequence[Sequence[str]] = ()):
+        super().__init__(message)
+        self.paths = [tuple(path), *map(tuple, also)]  # keys whose values may be to blame
+
+
+# -- writing TOML ------------------------------------------------------------------------------
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
+            "\r": "\\r"}
+
+
+def _string(s: str) -> str:
+    def esc(c):
+        if c in _ESCAPES:
+            return _ESCAPES[c]
+        return f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c
+
+    return '"' + "".join(esc(c) for c in s) + '"'
+
+
+def _key(k: str) -> str:
+    return k if _BARE.fullmatch(k) else _string(k)
+
+
+def _fmt(v) -> str:
+    """``v`` as a TOML value; floats via repr, so they read back bit for bit."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)  # 'inf' and 'nan' are TOML too
+    if isinstance(v, str):
+        return _string(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_fmt(x)}" for k, x in v.items()) + "}"
+    if hasattr(v, "isoformat"):  # tomllib's dates and times
+        return v.isoformat()
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def _shown(v, limit: int = 60) -> str:
+    """A value as quoted in an error message: TOML syntax, one line, not too long."""
+    s = _fmt(v)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _dump(data: dict) -> str:
+    """Nested dicts as TOML: a table's plain keys under its header, then its sub-tables."""
+    lines = []
+
+    def table(d: dict, path: tuple[str, ...]):
+        plain = {k: v for k, v in d.items() if not isinstance(v, dict)}
+        subs = {k: v for k, v in d.items() if isinstance(v, dict)}
+        if path and (plain or not subs):
+            lines.append(f"[{'.'.join(_key(k) for k in path)}]")
+        lines.extend(f"{_key(k)} = {_fmt(v)}" for k, v in plain.items())
+        if plain or (path and not subs):
+            lines.append("")
+        for k, v in subs.items():
+            table(v, path + (k,))
+
+    table(data, ())
+    return "\n".join(lines)
+
+
+# -- value kinds -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Kind:
+    """What a key holds: ``what`` completes "expected ...", ``check`` converts or raises."""
+
+    what: str
+    check: Callable[[Any], Any]
+
+
+def _is_number(v) -> bool:
+    # bool is an int in Python, but `nu = true` is a mistake, not 1.0
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _number(lo: float | None = None, *, strict: bool = False) -> _Kind:
+    if lo is None:
+        what = "a number"
+    elif strict and lo == 0:
+        what = "a positive number"
+    else:
+        what = f"a number {'>' if strict else '>='} {lo:g}"
+
+    def check(v):
+        if not _is_number(v) or not math.isfinite(v):
+            raise _Invalid
+        if lo is not None and (v <= lo if strict else v < lo):
+            raise _Invalid
+        return float(v)
+
+    return _Kind(what, check)
+
+
+def _integer(lo: int) -> _Kind:
+    def check(v):
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise _Invalid
+        return v
+
+    return _Kind(f"an integer >= {lo}", check)
+
+
+def _boolean() -> _Kind:
+    def check(v):
+        if not isinstance(v, bool):
+            raise _Invalid
+        return v
+
+    return _Kind("true or false", check)
+
+
+def _choice(*options: str) -> _Kind:
+    quoted = [_fmt(o) for o in options]
+    what = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+    def check(v):
+        if not isinstance(v, str) or v not in options:
+            raise _Invalid
+        return v
+
+    return _Kind(what, check)
+
+
+def _vector(item: _Kind, plural: str, n: int = 3) -> _Kind:
+    def check(v):
+        if not isinstance(v, list | tuple) or len(v) != n:
+            raise _Invalid
+        return tuple(item.check(x) for x in v)
+
+    return _Kind(f"a list of {n} {plural}", check)
+
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class _Key:
+    kind: _Kind
+    default: Any = _REQUIRED
+
+
+_POSITIVE = _number(0, strict=True)
+_REAL = _number()
+_XYZ = _vector(_REAL, "numbers")
+
+_SCHEMA: dict[str, Any] = {
+    "mesh": {
+        "type": _Key(_choice("box"), "box"),
+        "cells": _Key(_vector(_integer(1), "positive integers")),
+        "lengths": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
+        "origin": _Key(_XYZ, (0.0, 0.0, 0.0)),
+        "grading": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
+    },
+    "physics": {
+        "model": _Key(_choice("incompressible"), "incompressible"),
+        "nu": _Key(_POSITIVE),
+    },
+    "boundary": None,  # one table per mesh patch: see _boundary
+    "solver": {
+        "dt": _Key(_POSITIVE),
+        "end_time": _Key(_POSITIVE),
+        "steady_tol": _Key(_number(0), 1e-5),
+        "n_correctors": _Key(_integer(1), 2),
+        "convection": _Key(_choice("upwind", "linear"), "linear"),
+        "max_steps": _Key(_integer(0), 0),
+        "pressure": {
+            "method": _Key(_choice("cg-jacobi"), "cg-jacobi"),
+            "tol": _Key(_POSITIVE, 1e-8),
+            "max_iter": _Key(_integer(1), 5000),
+        },
+        "momentum": {
+            "method": _Key(_choice("bicgstab-jacobi"), "bicgstab-jacobi"),
+            "tol": _Key(_POSITIVE, 1e-8),
+            "max_iter": _Key(_integer(1), 1000),
+        },
+    },
+    "parallel": {
+        "decomposition": _Key(_choice("metis", "rcb", "simple"), "metis"),
+        "halo": _Key(_choice("packed"), "packed"),
+        "threads": _Key(_integer(1), 1),
+    },
+    "output": {
+        "fields": _Key(_boolean(), True),
+        "plots": _Key(_boolean(), True),
+        "log_every": _Key(_integer(1), 20),
+    },
+    "postprocess": {
+        "cavity": _Key(_boolean(), False),
+        "lid_speed": _Key(_POSITIVE, 1.0),
+    },
+}
+_SECTIONS = tuple(_SCHEMA)
+
+# A patch table: `type` picks which of U and p it takes, and their defaults.
+_PATCH_TYPE = _Key(_choice("wall", "inlet", "outlet", "empty"))
+_PATCH_VALUES = {"U": _XYZ, "p": _REAL}
+_PATCH_TAKES = {
+    "wall": {"U": (0.0, 0.0, 0.0)},  # wall velocity: a moving lid, say
+    "inlet": {"U": _REQUIRED},
+    "outlet": {"p": 0.0},
+    "empty": {},
+}
+
+
+# -- the Case ----------------------------------------------------------------------------------
+
+@dataclass
+class Case:
+    """A validated case with every default filled in.
+
+    ``name`` and ``source`` say where it came from and take no part in ``==``: a case written
+    out with :meth:`to_toml` and read back is the same case.
+    """
+
+    mesh: SimpleNamespace
+    physics: SimpleNamespace
+    boundary: dict[str, SimpleNamespace]
+    solver: SimpleNamespace
+    parallel: SimpleNamespace
+    output: SimpleNamespace
+    postprocess: SimpleNamespace
+    name: str = field(default="case", compare=False)
+    source: Path | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict:
+        """The resolved case as plain TOML-ready data (lists, no ``None``)."""
+        return {s: _plain(getattr(self, s)) for s in _SECTIONS}
+
+    def to_toml(self) -> str:
+        """The resolved case as a TOML file that :func:`load_case` reads back unchanged."""
+        header = f"# haloflow case {_string(self.name)}, all defaults resolved\n\n"
+        return header + _dump(self.to_dict())
+
+
+def _plain(v):
+    if isinstance(v, SimpleNamespace):
+        v = vars(v)
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items() if x is not None}
+    if isinstance(v, tuple | list):
+        return [_plain(x) for x in v]
+    return v
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+def builtin_cases() -> list[str]:
+    """Names of the cases shipped in ``haloflow/cases``."""
+    return sorted(p.stem for p in CASES_DIR.glob("*.toml"))
+
+
+def load_case(source: str | Path, overrides: Iterable[str] = ()) -> Case:
+    """Read a built-in case by name, or a TOML file by path, apply overrides and validate."""
+    path, label = _locate(source)
+    raw = _read(path, label)
+    applied = []
+    for text in overrides:
+        keys, value = _parse_override(text)
+        _apply(raw, keys, value, text)
+        applied.append((keys, text))
+    try:
+        parts = _resolve(raw)
+    except _Problem as p:
+        raise CaseError(f"{_blame(p.paths, applied, label)}: {p}") from None
+    return Case(**parts, name=path.stem, source=path)
+
+
+def _locate(source: str | Path) -> tuple[Path, str]:
+    """The file to read and how to name it in messages."""
+    path = Path(source)
+    if path.is_file():
+        return path, str(source)
+    known = f"built-in cases: {', '.join(builtin_cases()) or 'none'}"
+    if isinstance(source, str) and _BARE.fullmatch(source):
+        builtin = CASES_DIR / f"{source}.toml"
+        if builtin.is_file():
+            return builtin, builtin.name
+        raise CaseError(f"{source}: no such built-in case or file ({known})")
+    if path.exists():
+        raise CaseError(f"{source}: not a case file ({known})")
+    raise CaseError(f"{source}: no such case file ({known})")
+
+
+def _read(path: Path, label: str) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        # tomllib ends its message with "(at line L, column C)"; lead with the line instead
+        msg = str(e)
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
+        if m:
+            msg = f"line {m[1]}: {msg[: m.start()]} (column {m[2]})"
+        raise CaseError(f"{label}: {msg}") from None
+    except UnicodeDecodeError:
+        raise CaseError(f"{label}: not a UTF-8 text file") from None
+    except OSError as e:
+        raise CaseError(f"{label}: cannot read ({e.strerror})") from None
+
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _parse_override(text: str) -> tuple[tuple[str, ...], Any]:
+    """``"solver.pressure.tol=1e-9"`` -> (("solver", "pressure", "tol"), 1e-9)."""
+    key, eq, value = text.partition("=")
+    keys = tuple(k.strip() for k in key.split("."))
+    if not eq or len(keys) < 2 or not all(_BARE.fullmatch(k) for k in keys):
+        raise CaseError(f"{_set(text)}: expected section.key=VALUE, e.g. --set solver.dt=0.01")
+    value = value.strip()
+    try:
+        return keys, tomllib.loads("v = " + value)["v"]
+    except tomllib.TOMLDecodeError:
+        return keys, value  # not a TOML value: a bare word, as in parallel.halo=packed
+
+
+def _apply(raw: dict, keys: tuple[str, ...], value, text: str):
+    table = raw
+    for i, k in enumerate(keys[:-1]):
+        table = table.setdefault(k, {})
+        if not isinstance(table, dict):
+            raise CaseError(f"{_set(text)}: {'.'.join(keys[: i + 1])} is not a table")
+    table[keys[-1]] = value
+
+
+def _blame(paths: list[tuple[str, ...]], applied, label: str) -> str:
+    """The last override touching one of ``paths`` caused the problem; otherwise the file."""
+    for keys, text in reversed(applied):
+        for path in paths:
+            n = min(len(keys), len(path))
+            if keys[:n] == path[:n]:
+                return _set(text)
+    return label
+
+
+def _set(text: str) -> str:
+    """An override as named in messages, kept on one line."""
+    return f"--set {text if text.isprintable() else _string(text)}"
+
+
+# -- validation --------------------------------------------------------------------------------
+
+def _resolve(raw: dict) -> dict:
+    _known(raw, _SECTIONS, ())
+    out = {}
+    for section in _SECTIONS:
+        if section == "boundary":
+            out[section] = _boundary(raw.get(section, {}), out["mesh"])
+        else:
+            out[section] = _table(raw.get(section, {}), _SCHEMA[section], (section,))
+    return out
+
+
+def _dotted(path: Sequence[str]) -> str:
+    return ".".join(path)
+
+
+def _known(raw: dict, allowed: Sequence[str], path: tuple[str, ...]):
+    """Reject unknown keys first: a typo explains a "missing" key better than the miss."""
+    for k in raw:
+        if k not in allowed:
+            what = "section" if not path else "key"
+            msg = f"unknown {what} '{_dotted(path + (k,))}' (expected one of: {', '.join(allowed)})"
+            close = difflib.get_close_matches(k, allowed, n=1)
+            if close:
+                msg += f"; did you mean '{close[0]}'?"
+            raise _Problem(path + (k,), msg)
+
+
+def _is_table(raw, path: tuple[str, ...]):
+    if not isinstance(raw, dict):
+        raise _Problem(path, f"{_dotted(path)}: expected a table, got {_shown(raw)}")
+
+
+def _table(raw, schema: dict, path: tuple[str, ...]) -> SimpleNamespace:
+    _is_table(raw, path)
+    _known(raw, list(schema), path)
+    out = {}
+    for k, spec in schema.items():
+        if isinstance(spec, dict):
+            out[k] = _table(raw.get(k, {}), spec, path + (k,))
+        else:
+            out[k] = _value(raw, k, spec, path)
+    return SimpleNamespace(**out)
+
+
+def _value(raw: dict, k: str, key: _Key, path: tuple[str, ...]):
+    where = path + (k,)
+    if k not in raw:
+        if key.default is _REQUIRED:
+            raise _Problem(where, f"{_dotted(where)}: required key missing "
+                                  f"(expected {key.kind.what})")
+        return key.kind.check(key.default)
+    try:
+        return key.kind.check(raw[k])
+    except _Invalid:
+        raise _Problem(where, f"{_dotted(where)}: expected {key.kind.what}, "
+                              f"got {_shown(raw[k])}") from None
+
+
+def _patches(mesh: SimpleNamespace) -> tuple[str, ...]:
+    """The mesh's patch names, known without building the mesh."""
+    return BOX_PATCHES  # the only mesh.type so far
+
+
+def _boundary(raw, mesh: SimpleNamespace) -> dict[str, SimpleNamespace]:
+    path = ("boundary",)
+    _is_table(raw, path)
+    patches = _patches(mesh)
+    for name in raw:
+        if name not in patches:
+            raise _Problem(path + (name,), f"boundary.{name}: the mesh has no patch '{name}' "
+                                           f"(its patches are: {', '.join(patches)})")
+    out = {}
+    for name in patches:
+        if name not in raw:
+            raise _Problem(path + (name,), f"boundary.{name}: patch '{name}' of the mesh has no "
+                                           f"boundary conditions (add [boundary.{name}] "
+                                           f"with type = ...)")
+        out[name] = _patch(raw[name], path + (name,))
+    return out
+
+
+def _patch(raw, path: tuple[str, ...]) -> SimpleNamespace:
+    _is_table(raw, path)
+    _known(raw, ["type", *_PATCH_VALUES], path)
+    kind = _value(raw, "type", _PATCH_TYPE, path)
+    takes = _PATCH_TAKES[kind]
+    out = {"type": kind}
+    for k, value_kind in _PATCH_VALUES.items():
+        where = path + (k,)
+        if k in takes:
+            try:
+                out[k] = _value(raw, k, _Key(value_kind, takes[k]), path)
+            except _Problem as p:  # a missing inlet U may be due to a changed type
+                raise _Problem(where, str(p), also=[path + ("type",)]) from None
+        elif k in raw:
+            who = " and ".join(t for t, ks in _PATCH_TAKES.items() if k in ks)
+            raise _Problem(where, f"{_dotted(where)}: not allowed for a patch of type "
+                                  f"{_fmt(kind)} (only {who} patches take {k})",
+                           also=[path + ("type",)])
+        else:
+            out[k] = None
+    return SimpleNamespace(**out)

@@ -1,0 +1,206 @@
+"""ParaView output: one ``.vtu`` piece per rank and a ``.pvtu`` that ties them together.
+
+Written by hand (XML with base64-inline binary arrays) so the solver needs no VTK package.
+Hexahedral meshes are written as ``VTK_HEXAHEDRON``; anything else as ``VTK_POLYHEDRON``
+with explicit face lists, which ParaView renders for any cell shape.  All cell data are
+written as Float64 so a ``.pvtu`` needs only the component counts to describe them.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+VTK_HEXAHEDRON = 12
+VTK_POLYHEDRON = 42
+
+_VTK_TYPES = {"f8": "Float64", "f4": "Float32", "i8": "Int64", "i4": "Int32", "u1": "UInt8"}
+
+
+# -- cell topology --------------------------------------------------------------------------
+
+def _ragged(ptr, rows, flip=None):
+    """Concatenated entries of CSR ``rows`` (reversed where ``flip``), and their counts."""
+    start, size = ptr[rows], ptr[rows + 1] - ptr[rows]
+    seg = np.repeat(np.arange(len(rows)), size)
+    k = np.arange(size.sum()) - np.repeat(np.cumsum(size) - size, size)
+    if flip is not None:
+        k = np.where(flip[seg], size[seg] - 1 - k, k)
+    return start[seg] + k, size
+
+
+def cell_faces(lmesh):
+    """Faces of the owned cells, grouped by cell, with nodes ordered outward.
+
+    Returns ``(cptr, fptr, nodes)``: cell ``c`` has faces ``cptr[c]:cptr[c+1]`` in the
+    face CSR ``fptr``/``nodes`` (local point indices).
+    """
+    n = lmesh.n_owned
+    nbr = np.asarray(lmesh.neighbour)
+    own = np.asarray(lmesh.owner)
+    fo = np.flatnonzero(own < n)
+    fn = np.flatnonzero(nbr < n)
+    cells = np.concatenate([own[fo], nbr[fn]])
+    faces = np.concatenate([fo, fn])
+    flip = np.concatenate([np.zeros(len(fo), bool), np.ones(len(fn), bool)])
+    order = np.argsort(cells, kind="stable")
+    faces, flip = faces[order], flip[order]
+    idx, size = _ragged(np.asarray(lmesh.face_ptr), faces, flip)
+    cptr = np.concatenate([[0], np.cumsum(np.bincount(cells, minlength=n))])
+    fptr = np.concatenate([[0], np.cumsum(size)])
+    return cptr, fptr, np.asarray(lmesh.face_nodes)[idx]
+
+
+def _is_hex(cptr, fptr):
+    """Whether every cell has six quadrilateral faces (then it has 8 points and 12 edges)."""
+    return bool(np.all(np.diff(cptr) == 6) and np.all(np.diff(fptr) == 4))
+
+
+def hex_connectivity(cptr, fptr, nodes):
+    """VTK hexahedron node order (n_cells, 8) for cells made of six quads.
+
+    The first face, reversed, is the bottom quad (its normal then points into the cell);
+    each bottom node's top partner is the end of its one edge leaving the bottom face.
+    """
+    nc = len(cptr) - 1
+    quads = nodes.reshape(nc, 6, 4)
+    bottom = quads[:, 0, ::-1]
+    tails = quads.reshape(nc, 24)
+    heads = np.roll(quads, -1, axis=2).reshape(nc, 24)
+    off_bottom = ~(heads[:, :, None] == bottom[:, None, :]).any(axis=2)
+    rows = np.arange(nc)
+    top = np.empty_like(bottom)
+    for i in range(4):
+        hit = (tails == bottom[:, i:i + 1]) & off_bottom
+        top[:, i] = heads[rows, hit.argmax(axis=1)]
+    return np.concatenate([bottom, top], axis=1)
+
+
+def _n_distinct(conn):
+    s = np.sort(conn, axis=1)
+    return 1 + (np.diff(s, axis=1) != 0).sum(axis=1)
+
+
+# -- XML ------------------------------------------------------------------------------------
+
+def _b64(a):
+    """VTK inline binary: base64 of a UInt64 byte count followed by the raw little-endian data."""
+    raw = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
+    return base64.b64encode(np.uint64(len(raw)).tobytes() + raw).decode("ascii")
+
+
+def _data_array(name, a, ncomp=1):
+    a = np.asarray(a)
+    vtype = _VTK_TYPES[a.dtype.str[1:]]
+    comps = f' NumberOfComponents="{ncomp}"' if ncomp > 1 else ""
+    return (f'<DataArray type="{vtype}" Name={quoteattr(name)}{comps} format="binary">'
+            f"{_b64(a)}</DataArray>")
+
+
+def _cell_arrays(cell_data, n):
+    out = []
+    for name, v in cell_data.items():
+        v = np.asarray(v, dtype=np.float64)[:n]
+        out.append(_data_array(name, v, 1 if v.ndim == 1 else v.shape[1]))
+    return out
+
+
+def _write(path, body, kind):
+    doc = (f'<?xml version="1.0"?>\n<VTKFile type="{kind}" version="1.0" '
+           f'byte_order="LittleEndian" header_type="UInt64">\n{body}\n</VTKFile>\n')
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(doc)
+    os.replace(tmp, path)
+
+
+def _cells_xml(lmesh, force_polyhedron):
+    """(used points, Cells XML) for the owned cells."""
+    cptr, fptr, nodes = cell_faces(lmesh)
+    nc = len(cptr) - 1
+    hexes = not force_polyhedron and _is_hex(cptr, fptr)
+    if hexes:
+        conn = hex_connectivity(cptr, fptr, nodes)
+        hexes = bool(np.all(_n_distinct(conn) == 8))
+    used, inv = np.unique(nodes, return_inverse=True)
+    inv = inv.ravel()
+    if hexes:
+        conn = np.searchsorted(used, conn)
+        arrays = [_data_array("connectivity", conn.ravel()),
+                  _data_array("offsets", np.arange(8, 8 * nc + 1, 8, dtype=np.int64)),
+                  _data_array("types", np.full(nc, VTK_HEXAHEDRON, np.uint8))]
+        return used, arrays
+    # polyhedra: point list = the cell's distinct points; faces = [nF, (n, ids...)*]
+    nfc = np.diff(cptr)
+    cell_of_node = np.repeat(np.repeat(np.arange(nc), nfc), np.diff(fptr))
+    key = np.unique(cell_of_node * len(used) + inv)
+    conn = key % len(used)
+    offsets = np.cumsum(np.bincount(key // len(used), minlength=nc))
+    face_start = fptr + np.arange(len(fptr))  # face starts once face sizes are inserted
+    stream = np.insert(inv, fptr[:-1], np.diff(fptr))
+    stream = np.insert(stream, face_start[cptr[:-1]], nfc)
+    faceoffsets = face_start[cptr[1:]] + np.arange(1, nc + 1)
+    arrays = [_data_array("connectivity", conn.astype(np.int64)),
+              _data_array("offsets", offsets.astype(np.int64)),
+              _data_array("types", np.full(nc, VTK_POLYHEDRON, np.uint8)),
+              _data_array("faces", stream.astype(np.int64)),
+              _data_array("faceoffsets", faceoffsets.astype(np.int64))]
+    return used, arrays
+
+
+# -- public ---------------------------------------------------------------------------------
+
+def write_vtu(path, lmesh, cell_data, force_polyhedron=False):
+    """Write the owned cells of ``lmesh`` and their ``cell_data`` (first n_owned rows)."""
+    n = lmesh.n_owned
+    used, cells = _cells_xml(lmesh, force_polyhedron)
+    pts = np.asarray(lmesh.points, dtype=np.float64)[used]
+    body = "\n".join([
+        "<UnstructuredGrid>",
+        f'<Piece NumberOfPoints="{len(pts)}" NumberOfCells="{n}">',
+        "<Points>", _data_array("Points", pts, 3), "</Points>",
+        "<Cells>", *cells, "</Cells>",
+        "<CellData>", *_cell_arrays(cell_data, n), "</CellData>",
+        "</Piece>", "</UnstructuredGrid>",
+    ])
+    _write(path, body, "UnstructuredGrid")
+
+
+def write_pvtu(path, piece_files, cell_data_spec):
+    """Write the parallel header naming the pieces (relative paths) and the cell arrays."""
+    arrays = [f'<PDataArray type="Float64" Name={quoteattr(k)} NumberOfComponents="{c}"/>'
+              for k, c in cell_data_spec.items()]
+    pieces = [f"<Piece Source={quoteattr(str(p))}/>" for p in piece_files]
+    body = "\n".join([
+        '<PUnstructuredGrid GhostLevel="0">',
+        '<PPoints><PDataArray type="Float64" NumberOfComponents="3"/></PPoints>',
+        "<PCellData>", *arrays, "</PCellData>",
+        *pieces, "</PUnstructuredGrid>",
+    ])
+    _write(path, body, "PUnstructuredGrid")
+
+
+def cell_data_spec(cell_data):
+    """Component count of each cell array, as ``write_pvtu`` wants it."""
+    return {k: 1 if np.ndim(v) == 1 else np.shape(v)[1] for k, v in cell_data.items()}
+
+
+def write_fields(outdir, name, lmesh, cell_data, comm):
+    """Collective: each rank writes ``fields/<name>_<rank>.vtu``; rank 0 adds ``<name>.pvtu``.
+
+    Returns the path of the ``.pvtu`` file.
+    """
+    folder = os.path.join(outdir, "fields")
+    if comm.rank == 0:
+        os.makedirs(folder, exist_ok=True)
+    comm.Barrier()
+    write_vtu(os.path.join(folder, f"{name}_{comm.rank}.vtu"), lmesh, cell_data)
+    pvtu = os.path.join(folder, f"{name}.pvtu")
+    if comm.rank == 0:
+        pieces = [f"{name}_{r}.vtu" for r in range(comm.size)]
+        write_pvtu(pvtu, pieces, cell_data_spec(cell_data))
+    comm.Barrier()
+    return pvtu

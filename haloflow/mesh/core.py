@@ -1,0 +1,209 @@
+"""Face-based unstructured mesh (OpenFOAM's model) and its geometry kernels.
+
+Faces are stored as a CSR list of point indices.  Internal faces come first, ordered by
+owner (owner < neighbour); boundary faces follow, grouped by patch.  A face's area vector
+points out of its owner cell.  Geometry follows OpenFOAM's decomposition into triangles
+about the face's average point and pyramids about the cell's average face centre, so it is
+exact for planar polyhedra of any shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numba as nb
+import numpy as np
+
+PATCH_KINDS = ("patch", "wall", "empty", "symmetry")
+
+
+@dataclass
+class Patch:
+    """A contiguous run of boundary faces: ``faces[start:start + size]``."""
+
+    name: str
+    start: int
+    size: int
+    kind: str = "patch"
+
+
+@dataclass
+class Geometry:
+    """Derived geometry: face centres and area vectors, cell centres and volumes."""
+
+    face_centres: np.ndarray  # (n_faces, 3)
+    face_areas: np.ndarray  # (n_faces, 3) area vectors, out of the owner
+    cell_centres: np.ndarray  # (n_cells, 3)
+    cell_volumes: np.ndarray  # (n_cells,)
+
+
+@dataclass
+class Mesh:
+    """Global unstructured mesh."""
+
+    points: np.ndarray  # (n_points, 3) float64
+    face_ptr: np.ndarray  # (n_faces + 1,) int64, CSR offsets into face_nodes
+    face_nodes: np.ndarray  # int64 point indices
+    owner: np.ndarray  # (n_faces,) int64
+    neighbour: np.ndarray  # (n_internal,) int64
+    patches: list[Patch]
+    n_cells: int
+    geometry: Geometry | None = field(default=None, repr=False)
+
+    @property
+    def n_faces(self) -> int:
+        return len(self.owner)
+
+    @property
+    def n_internal(self) -> int:
+        return len(self.neighbour)
+
+    def patch(self, name: str) -> Patch:
+        for p in self.patches:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def geom(self) -> Geometry:
+        """Geometry, computed on first use."""
+        if self.geometry is None:
+            self.geometry = compute_geometry(
+                self.points, self.face_ptr, self.face_nodes, self.owner, self.neighbour,
+                self.n_cells,
+            )
+        return self.geometry
+
+    def check_topology(self) -> None:
+        """Raise ValueError if the face/cell lists are not a consistent OpenFOAM-style mesh."""
+        nf, ni = self.n_faces, self.n_internal
+        if len(self.face_ptr) != nf + 1:
+            raise ValueError("face_ptr must have n_faces + 1 entries")
+        if ni and np.any(self.owner[:ni] >= self.neighbour):
+            raise ValueError("internal faces must have owner < neighbour")
+        if np.any(self.owner < 0) or np.any(self.owner >= self.n_cells):
+            raise ValueError("owner index out of range")
+        end = ni
+        for p in self.patches:
+            if p.start != end:
+                raise ValueError(f"patch {p.name!r} does not follow the previous one")
+            end += p.size
+        if end != nf:
+            raise ValueError("patches do not cover all boundary faces")
+
+
+@nb.njit(cache=True)
+def _face_geometry(points, face_ptr, face_nodes, centres, areas):
+    for f in range(len(face_ptr) - 1):
+        a, b = face_ptr[f], face_ptr[f + 1]
+        n = b - a
+        # average point, then triangles about it (area-weighted centre)
+        px = py = pz = 0.0
+        for k in range(a, b):
+            px += points[face_nodes[k], 0]
+            py += points[face_nodes[k], 1]
+            pz += points[face_nodes[k], 2]
+        px /= n
+        py /= n
+        pz /= n
+        sx = sy = sz = 0.0
+        cx = cy = cz = 0.0
+        asum = 0.0
+        for k in range(n):
+            i = face_nodes[a + k]
+            j = face_nodes[a + (k + 1) % n]
+            ax = points[i, 0] - px
+            ay = points[i, 1] - py
+            az = points[i, 2] - pz
+            bx = points[j, 0] - px
+            by = points[j, 1] - py
+            bz = points[j, 2] - pz
+            tx = 0.5 * (ay * bz - az * by)
+            ty = 0.5 * (az * bx - ax * bz)
+            tz = 0.5 * (ax * by - ay * bx)
+            sx += tx
+            sy += ty
+            sz += tz
+            mag = np.sqrt(tx * tx + ty * ty + tz * tz)
+            asum += mag
+            cx += mag * (px + points[i, 0] + points[j, 0]) / 3.0
+            cy += mag * (py + points[i, 1] + points[j, 1]) / 3.0
+            cz += mag * (pz + points[i, 2] + points[j, 2]) / 3.0
+        if asum > 0.0:
+            centres[f, 0] = cx / asum
+            centres[f, 1] = cy / asum
+            centres[f, 2] = cz / asum
+        else:
+            centres[f, 0] = px
+            centres[f, 1] = py
+            centres[f, 2] = pz
+        areas[f, 0] = sx
+        areas[f, 1] = sy
+        areas[f, 2] = sz
+
+
+@nb.njit(cache=True)
+def _cell_geometry(owner, neighbour, fc, sf, n_cells, centres, volumes):
+    n_int = len(neighbour)
+    # estimated centre: average of face centres
+    est = np.zeros((n_cells, 3))
+    cnt = np.zeros(n_cells)
+    for f in range(len(owner)):
+        o = owner[f]
+        for d in range(3):
+            est[o, d] += fc[f, d]
+        cnt[o] += 1.0
+        if f < n_int:
+            nbr = neighbour[f]
+            for d in range(3):
+                est[nbr, d] += fc[f, d]
+            cnt[nbr] += 1.0
+    for c in range(n_cells):
+        for d in range(3):
+            est[c, d] /= cnt[c]
+    for c in range(n_cells):
+        volumes[c] = 0.0
+        for d in range(3):
+            centres[c, d] = 0.0
+    # pyramids on each face with apex at the estimated centre
+    for f in range(len(owner)):
+        for side in range(2):
+            if side == 1 and f >= n_int:
+                break
+            c = owner[f] if side == 0 else neighbour[f]
+            sgn = 1.0 if side == 0 else -1.0
+            pv = sgn * (sf[f, 0] * (fc[f, 0] - est[c, 0]) + sf[f, 1] * (fc[f, 1] - est[c, 1])
+                        + sf[f, 2] * (fc[f, 2] - est[c, 2]))
+            for d in range(3):
+                centres[c, d] += pv * (0.75 * fc[f, d] + 0.25 * est[c, d])
+            volumes[c] += pv
+    for c in range(n_cells):
+        if abs(volumes[c]) > 0.0:
+            for d in range(3):
+                centres[c, d] /= volumes[c]
+        else:
+            for d in range(3):
+                centres[c, d] = est[c, d]
+        volumes[c] /= 3.0
+
+
+def compute_geometry(points, face_ptr, face_nodes, owner, neighbour, n_cells) -> Geometry:
+    nf = len(owner)
+    fc = np.empty((nf, 3))
+    sf = np.empty((nf, 3))
+    _face_geometry(np.ascontiguousarray(points, dtype=np.float64), face_ptr, face_nodes, fc, sf)
+    cc = np.empty((n_cells, 3))
+    vol = np.empty(n_cells)
+    _cell_geometry(owner, neighbour, fc, sf, n_cells, cc, vol)
+    return Geometry(fc, sf, cc, vol)
+
+
+def cell_adjacency(mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
+    """CSR cell-to-cell graph from internal faces (for partitioners)."""
+    o = mesh.owner[: mesh.n_internal]
+    n = mesh.neighbour
+    rows = np.concatenate([o, n])
+    cols = np.concatenate([n, o])
+    order = np.argsort(rows, kind="stable")
+    ptr = np.zeros(mesh.n_cells + 1, dtype=np.int64)
+    np.add.at(ptr, rows + 1, 1)
+    return np.cumsum(ptr), cols[order]

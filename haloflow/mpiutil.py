@@ -1,0 +1,58 @@
+"""Thin MPI helpers: the world communicator and 'one rank fails, the whole job ends'."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from contextlib import contextmanager
+
+
+class UserError(Exception):
+    """A problem the user can fix (bad input, divergence); reported in one line."""
+
+    exit_code = 2
+
+
+def get_comm():
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def _say(msg: str) -> None:
+    sys.stderr.write(msg.rstrip() + "\n")
+    sys.stderr.flush()
+
+
+@contextmanager
+def fail_fast(comm, collective_errors=(UserError,)):
+    """Turn any exception into a one-line message and a non-zero exit of the whole job.
+
+    Errors that every rank raises together (``collective_errors``: bad case file, divergence
+    detected through an allreduce) are printed once by rank 0 and exit cleanly with their
+    code.  Anything else may have happened on one rank only while the others wait in a
+    collective, so that rank prints its message and calls ``MPI_Abort``, which ends every
+    rank at once instead of leaving them to hang.
+    """
+    try:
+        yield
+    except collective_errors as e:
+        if comm.rank == 0:
+            _say(f"haloflow: error: {e}")
+        sys.exit(getattr(e, "exit_code", 2))
+    except KeyboardInterrupt:
+        _say(f"haloflow: interrupted on rank {comm.rank}")
+        if comm.size > 1:
+            comm.Abort(130)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except BaseException as e:  # noqa: BLE001 - report anything, then end every rank
+        where = f" on rank {comm.rank}" if comm.size > 1 else ""
+        _say(f"haloflow: error{where}: {type(e).__name__}: {e}")
+        if os.environ.get("HALOFLOW_TRACEBACK"):
+            traceback.print_exc()
+        if comm.size > 1:
+            comm.Abort(1)
+        sys.exit(1)

@@ -1,0 +1,61 @@
+"""Per-phase wall-clock timers and call counters (DESIGN.md section 6).
+
+``with timers("solve_p"): ...`` adds the elapsed seconds to that phase.  Phase objects are
+cached, so a timed block costs two ``perf_counter`` calls and no allocation.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+
+class _Phase:
+    __slots__ = ("seconds", "calls", "_t0")
+
+    def __init__(self):
+        self.seconds = 0.0
+        self.calls = 0
+        self._t0 = 0.0
+
+    def __enter__(self):
+        self._t0 = perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds += perf_counter() - self._t0
+        self.calls += 1
+        return False
+
+
+class Timers:
+    """A named set of phases; nested phases are allowed (they overlap in the totals)."""
+
+    def __init__(self):
+        self.phases: dict[str, _Phase] = {}
+
+    def __call__(self, name: str) -> _Phase:
+        ph = self.phases.get(name)
+        if ph is None:
+            ph = self.phases[name] = _Phase()
+        return ph
+
+    def as_dict(self) -> dict:
+        return {k: {"seconds": v.seconds, "calls": v.calls} for k, v in self.phases.items()}
+
+
+class _NullPhase:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _NullTimers:
+    _phase = _NullPhase()
+
+    def __call__(self, name):
+        return self._phase
+
+
+NULL_TIMERS = _NullTimers()
