@@ -183,7 +183,8 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     with timers("io"):
         if case.output.fields:
             U = solver.U[:, : lmesh.n_owned].T
-            data = {"U": U, "p": solver.p, "rank": np.full(lmesh.n_owned, float(comm.rank))}
+            data = {"U": U, "p": solver.p, "rank": np.full(lmesh.n_owned, float(comm.rank)),
+                    "cell_id": lmesh.global_cells[: lmesh.n_owned].astype(float)}
             vtk.write_fields(str(outdir), case.name, lmesh, data, comm)
         post = {}
         if case.postprocess.cavity or case.output.plots:

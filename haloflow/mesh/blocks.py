@@ -42,14 +42,22 @@ def box(cells, lengths=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), grading=(1.0, 1.
         return i + nx * (j + ny * k)
 
     # Quads with normals along +x, +y, +z given the lower corner (i, j, k) of the face.
+    def span(i, j, k, a, b):
+        """Quad spanned by unit steps ``a`` then ``b`` from (i, j, k): normal along a x b."""
+        return np.stack([pid(i, j, k), pid(i + a[0], j + a[1], k + a[2]),
+                         pid(i + a[0] + b[0], j + a[1] + b[1], k + a[2] + b[2]),
+                         pid(i + b[0], j + b[1], k + b[2])], -1)
+
+    ex, ey, ez = (1, 0, 0), (0, 1, 0), (0, 0, 1)
+
     def quad_x(i, j, k):
-        return np.stack([pid(i, j, k), pid(i, j + 1, k), pid(i, j + 1, k + 1), pid(i, j, k + 1)], -1)
+        return span(i, j, k, ey, ez)
 
     def quad_y(i, j, k):
-        return np.stack([pid(i, j, k), pid(i, j, k + 1), pid(i + 1, j, k + 1), pid(i + 1, j, k)], -1)
+        return span(i, j, k, ez, ex)
 
     def quad_z(i, j, k):
-        return np.stack([pid(i, j, k), pid(i + 1, j, k), pid(i + 1, j + 1, k), pid(i, j + 1, k)], -1)
+        return span(i, j, k, ex, ey)
 
     I, J, K = np.meshgrid(np.arange(nx), np.arange(ny), np.arange(nz), indexing="ij")
     I, J, K = (a.ravel(order="F") for a in (I, J, K))  # cell order

@@ -42,19 +42,20 @@ def _metis(mesh: Mesh, nparts: int, w: np.ndarray) -> np.ndarray:
     xadj, adjncy = cell_adjacency(mesh)
     iw = np.maximum(1, np.round(w / w.mean() * 100)).astype(np.int64) if np.ptp(w) > 0 else None
     opts = pymetis.Options(seed=1)
-    _, parts = pymetis.part_graph(nparts, xadj=xadj, adjncy=adjncy, vweights=iw, options=opts)
+    graph = pymetis.CSRAdjacency(xadj, adjncy)
+    _, parts = pymetis.part_graph(nparts, adjacency=graph, vweights=iw, options=opts)
     return np.asarray(parts, dtype=np.int64)
 
 
 def _split_sorted(order: np.ndarray, w: np.ndarray, fractions: np.ndarray) -> list[np.ndarray]:
-    """Cut ``order`` into consecutive chunks whose weights follow ``fractions``."""
+    """Cut ``order`` into consecutive chunks whose weights follow ``fractions``; every chunk
+    gets at least one cell, however heavy a single cell is."""
     cw = np.cumsum(w[order])
     cuts = np.searchsorted(cw, np.cumsum(fractions)[:-1] * cw[-1], side="right")
-    # every chunk non-empty
-    n = len(order)
-    k = len(fractions)
+    n, k = len(order), len(fractions)
     cuts = np.clip(cuts, np.arange(1, k), n - np.arange(k - 1, 0, -1))
-    cuts = np.maximum.accumulate(cuts)
+    for i in range(1, k - 1):  # strictly increasing; the upper clip keeps room for the rest
+        cuts[i] = max(cuts[i], cuts[i - 1] + 1)
     return np.split(order, cuts)
 
 
@@ -70,9 +71,11 @@ def rcb(centres: np.ndarray, w: np.ndarray, nparts: int) -> np.ndarray:
         axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))
         order = idx[np.lexsort((idx, c[:, axis]))]
         k0 = k // 2
-        lo, hi = _split_sorted(np.arange(len(order)), w[order], np.array([k0, k - k0]) / k)
-        split(order[lo], first, k0)
-        split(order[hi], first + k0, k - k0)
+        cw = np.cumsum(w[order])
+        cut = int(np.searchsorted(cw, cw[-1] * k0 / k, side="right"))
+        cut = min(max(cut, k0), len(order) - (k - k0))  # room for one cell per part
+        split(order[:cut], first, k0)
+        split(order[cut:], first + k0, k - k0)
 
     split(np.arange(len(centres)), 0, nparts)
     return parts

@@ -38,7 +38,7 @@ class LocalMesh:
     neighbours: np.ndarray  # ranks we exchange with, ascending
     send_ptr: np.ndarray  # (len(neighbours) + 1,) offsets into send_cells
     send_cells: np.ndarray  # owned local cells each neighbour needs, ascending global id
-    recv_ptr: np.ndarray  # ghosts from neighbours[k] are n_owned + recv_ptr[k] : n_owned + recv_ptr[k+1]
+    recv_ptr: np.ndarray  # ghosts from neighbours[k]: n_owned + recv_ptr[k] .. recv_ptr[k+1]
 
     @property
     def n_cells(self) -> int:

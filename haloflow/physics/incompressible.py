@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
+from mpi4py import MPI
 
 from ..linalg.krylov import Reducer, SolveInfo, Workspace, bicgstab, pcg
 from ..linalg.matrix import DistMatrix, Pattern
@@ -22,9 +23,11 @@ from ..parallel.timers import NULL_TIMERS
 from .bcs import EMPTY, FIXED, build_boundary, solved_components
 from .schemes import face_coeffs, gauss_gradient
 
+DIVERGED_SPEED = 1e3  # rms speed, in units of the largest boundary speed, taken as blow-up
+
 
 class DivergenceError(RuntimeError):
-    """The solution blew up (NaN/Inf)."""
+    """The solution blew up (NaN/Inf, or speeds far beyond any boundary speed)."""
 
 
 @dataclass
@@ -209,6 +212,10 @@ class PisoSolver:
         self.vol = lm.geometry.cell_volumes
         self.sf = lm.geometry.face_areas
         self.p_singular = not bool(self._global_any(self.bc.pressure_fixed_somewhere))
+        self.total_volume = comm.allreduce(float(self.vol[: lm.n_owned].sum()))
+        # boundary speeds bound an incompressible flow's velocity; far above them it has blown up
+        self.u_ref = max(1.0, comm.allreduce(float(np.abs(self.bc.u_value).max(initial=0.0)),
+                                             op=MPI.MAX))
 
         pattern = Pattern(lm)
         self.M = DistMatrix(pattern, exchanger, timers)
@@ -237,7 +244,7 @@ class PisoSolver:
         self._h_fields = [self.HbyA[d] for d in self.comps] + [self.rAU]
 
     def _global_any(self, flag: bool) -> bool:
-        return self.comm.allreduce(bool(flag), op=__import__("mpi4py").MPI.LOR)
+        return self.comm.allreduce(bool(flag), op=MPI.LOR)
 
     def _gradient(self, field, kind, value, out):
         lm = self.lm
@@ -276,17 +283,13 @@ class PisoSolver:
             a, b = change_norms(U, self.Uold, self.vol, comps, n)
             dv, a, b = self.red.sum(dv, a, b)
         self.time += self.dt
-        if not np.isfinite(a + b + dv):
+        rms = np.sqrt(b / self.total_volume)
+        if not np.isfinite(a + b + dv) or rms > DIVERGED_SPEED * self.u_ref:
             raise DivergenceError(
-                f"solution diverged (NaN/Inf) at t = {self.time:.6g}; try a smaller solver.dt")
+                f"solution diverged at t = {self.time:.6g} (rms |U| = {rms:.3g}, reference "
+                f"speed {self.u_ref:g}); try a smaller solver.dt")
         change = np.sqrt(a / b) / self.dt if b > 0.0 else 0.0
-        total_vol = self._total_volume()
-        return StepInfo(u_solves, p_solves, self.dt * dv / total_vol, change)
-
-    def _total_volume(self) -> float:
-        if not hasattr(self, "_vol_total"):
-            self._vol_total = self.comm.allreduce(float(self.vol[: self.lm.n_owned].sum()))
-        return self._vol_total
+        return StepInfo(u_solves, p_solves, self.dt * dv / self.total_volume, change)
 
     def _correct(self) -> SolveInfo:
         """One PISO pressure correction: H/A, pressure equation, flux and velocity update."""

@@ -59,7 +59,7 @@ def test_builtin_cavity_with_defaults():
     assert case.boundary["top"].U == (1.0, 0.0, 0.0)
     assert case.boundary["left"].type == "wall" and case.boundary["left"].U == (0.0, 0.0, 0.0)
     assert case.boundary["front"].type == "empty" and case.boundary["front"].U is None
-    assert case.solver.dt == 0.02 and case.solver.n_correctors == 2
+    assert case.solver.dt == 0.1 and case.solver.n_correctors == 2
     assert case.solver.pressure.max_iter == 5000 and case.solver.momentum.tol == 1e-8
     assert case.parallel.halo == "packed" and case.output.log_every == 20
     assert case.postprocess.cavity is True

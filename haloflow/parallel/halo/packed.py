@@ -35,9 +35,10 @@ class PackedExchanger(Exchanger):
 
     def start(self, fields):
         fields = list(fields)
+        st = self.stats
+        st.calls += 1
         if not self.neighbours:
             return fields, []
-        st = self.stats
         sbufs, rbufs = self._bufs(len(fields))
         reqs = [self.comm.Irecv([rb, MPI.DOUBLE], source=q, tag=TAG)
                 for q, rb in zip(self.neighbours, rbufs, strict=True)]
@@ -49,7 +50,6 @@ class PackedExchanger(Exchanger):
             reqs.append(self.comm.Isend([sb, MPI.DOUBLE], dest=q, tag=TAG))
             st.messages += 1
             st.bytes += sb.nbytes
-        st.calls += 1
         return fields, reqs
 
     def finish(self, handle) -> None:

@@ -1,0 +1,33 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+RANKS  ?= 2
+CASE   ?= cavity
+# numba's compiled kernels are cached here, so a run starts in a fraction of a second
+export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
+
+.PHONY: install run test lint clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $@
+
+# The default case on $(RANKS) ranks with the venv's own MPI launcher (see README).
+run: install
+	$(PY) -m haloflow.warmup
+	$(VENV)/bin/mpiexec -n $(RANKS) $(VENV)/bin/haloflow run $(CASE)
+
+test: install
+	$(PY) -m haloflow.warmup
+	$(PY) -m pytest -q tests
+
+lint: install
+	$(PY) -m ruff check haloflow tests benchmarks
+
+clean:
+	rm -rf .numba_cache .pytest_cache build *.egg-info

@@ -1,0 +1,25 @@
+"""Compile every numba kernel once, serially, into the on-disk cache.
+
+Run before launching many ranks (``python -m haloflow.warmup``): otherwise each rank compiles
+the same kernels at the same time, which costs seconds per rank and races on the cache files.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+
+def warm() -> None:
+    from mpi4py import MPI
+
+    from .case import load_case
+    from .runner import run_case
+
+    case = load_case("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "output.plots=false"])
+    with tempfile.TemporaryDirectory(prefix="haloflow-warmup-") as tmp:
+        run_case(case, Path(tmp) / "run", MPI.COMM_SELF, quiet=True)
+
+
+if __name__ == "__main__":
+    warm()

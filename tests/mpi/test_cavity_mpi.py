@@ -1,0 +1,88 @@
+"""The cavity under real ``mpiexec``: parallel runs reproduce serial ones; failures end jobs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.fieldio import read_fields
+
+QUICK = ["--set", "mesh.cells=[16,16,1]", "--set", "output.plots=false", "--quiet"]
+
+
+def _run(haloflow_mpi, n, outdir, *extra, timeout=180):
+    res = haloflow_mpi(n, "run", "cavity", "-o", str(outdir), *QUICK, *extra, timeout=timeout)
+    assert res.returncode == 0, f"--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
+    return json.loads((outdir / "summary.json").read_text())
+
+
+@pytest.mark.mpi
+def test_fixed_steps_match_serial_on_1_to_4_ranks(haloflow_mpi, tmp_path):
+    """After 30 steps from rest, U and p on 2-4 ranks (metis and rcb) equal serial to 1e-9.
+
+    Jacobi-preconditioned Krylov iterates do not depend on the decomposition, so the only
+    differences are the summation order of reductions: far below the solver tolerance.
+    """
+    ref = None
+    for n, method in [(1, "metis"), (2, "metis"), (3, "rcb"), (4, "metis")]:
+        out = tmp_path / f"n{n}"
+        s = _run(haloflow_mpi, n, out, "--steps", "30", "--set",
+                 f"parallel.decomposition={method}", "--set", "postprocess.cavity=false")
+        assert s["ranks"] == n and s["steps"] == 30
+        f = read_fields(out)
+        assert set(np.unique(f["rank"]).astype(int)) == set(range(n))
+        if ref is None:
+            ref = f
+            continue
+        du = np.abs(f["U"] - ref["U"]).max()
+        dp = np.abs(f["p"] - ref["p"]).max()
+        assert du < 1e-9 and dp < 1e-9, f"{n} ranks ({method}): max |dU| {du:.3g}, |dp| {dp:.3g}"
+
+
+@pytest.mark.mpi
+def test_steady_state_on_2_ranks_matches_serial(haloflow_mpi, tmp_path):
+    """Run to steady state: same step count, same field to 1e-6, same Ghia deviation."""
+    s1 = _run(haloflow_mpi, 1, tmp_path / "serial")
+    s2 = _run(haloflow_mpi, 2, tmp_path / "two")
+    assert s1["converged"] and s2["converged"]
+    assert abs(s1["steps"] - s2["steps"]) <= 1
+    f1, f2 = read_fields(tmp_path / "serial"), read_fields(tmp_path / "two")
+    assert np.abs(f1["U"] - f2["U"]).max() < 1e-6
+    assert s2["cavity"]["max_dev"] == pytest.approx(s1["cavity"]["max_dev"], abs=1e-6)
+    assert s2["halo_stats"][0]["messages"] > 0 and s2["halo_stats"][1]["bytes"] > 0
+
+
+FAILING = '''
+import sys, time
+from mpi4py import MPI
+from haloflow.mpiutil import fail_fast
+comm = MPI.COMM_WORLD
+with fail_fast(comm):
+    if comm.rank == comm.size - 1:
+        raise ValueError("boom on the last rank")
+    comm.Barrier()  # the other ranks would wait here forever
+'''
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_exception_on_one_rank_ends_the_job_quickly(mpirun, tmp_path, nranks):
+    """One rank raising while the others wait in a collective: non-zero exit, no hang."""
+    script = tmp_path / "fail.py"
+    script.write_text(FAILING)
+    t0 = time.perf_counter()
+    res = mpirun(nranks, script, timeout=60)
+    assert res.returncode != 0
+    assert time.perf_counter() - t0 < 30
+    assert f"error on rank {nranks - 1}: ValueError: boom on the last rank" in res.stderr
+
+
+def test_fieldio_rejects_missing_cells(tmp_path: Path):
+    """The reader used above notices an incomplete set of pieces."""
+    (tmp_path / "fields").mkdir()
+    with pytest.raises(AssertionError):
+        read_fields(tmp_path)
