@@ -39,7 +39,9 @@ class Reducer:
         if not self.parallel:
             return vals
         buf = np.array(vals)
-        out = self._out[len(vals)]
+        out = self._out.get(len(vals))
+        if out is None:
+            out = self._out[len(vals)] = np.zeros(len(vals))
         self.comm.Allreduce(buf, out, op=MPI.SUM)
         return tuple(out)
 
@@ -220,5 +222,57 @@ def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace) -> SolveInfo:
             return info
         if omega == 0.0 or rho_new == 0.0:
             break
+    info.converged = info.res <= tol
+    return info
+
+
+@nb.njit(cache=True, parallel=True)
+def _fcg_update(x, r, p, q, alpha, n):
+    """x += alpha p; r -= alpha q; returns r.r."""
+    rr = 0.0
+    for i in nb.prange(n):
+        x[i] += alpha * p[i]
+        r[i] -= alpha * q[i]
+        rr += r[i] * r[i]
+    return rr
+
+
+@nb.njit(cache=True, parallel=True)
+def _fcg_direction(z, beta, p, n):
+    for i in nb.prange(n):
+        p[i] = z[i] - beta * p[i]
+
+
+def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond) -> SolveInfo:
+    """Flexible CG (Notay's FCG(1)) for a variable preconditioner such as an AMG K-cycle.
+
+    Each new direction is made A-orthogonal to the previous one explicitly, so the method
+    stays a descent method when the preconditioner changes from one iteration to the next.
+    Two fused allreduces per iteration: (p.q, p.r) and (r.r, z.q).
+    """
+    n = A.pattern.n_rows
+    r, z, p, q = ws.v[:4]
+    A.residual(x, b, r)
+    rr, bb = red.sum(*_dot2(r, r, b, b, n))
+    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
+    info = SolveInfo(res0=np.sqrt(rr) / bnorm)
+    info.res = info.res0
+    if info.res0 <= tol:
+        return info
+    precond(r, z)
+    p[:n] = z[:n]
+    for it in range(1, max_iter + 1):
+        A.matvec(p, q)
+        pq, pr = red.sum(*_dot2(p, q, p, r, n))
+        info.iters = it
+        if pq <= 0.0:
+            break
+        rr = _fcg_update(x, r, p, q, pr / pq, n)
+        precond(r, z)
+        rr, zq = red.sum(rr, _dot(z, q, n))
+        info.res = np.sqrt(rr) / bnorm
+        if info.res <= tol:
+            return info
+        _fcg_direction(z, zq / pq, p, n)
     info.converged = info.res <= tol
     return info

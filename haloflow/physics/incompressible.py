@@ -17,7 +17,8 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
-from ..linalg.krylov import Reducer, SolveInfo, Workspace, bicgstab, pcg
+from ..linalg.amg import AMG
+from ..linalg.krylov import Reducer, SolveInfo, Workspace, bicgstab, fcg, pcg
 from ..linalg.matrix import DistMatrix, Pattern
 from ..parallel.timers import NULL_TIMERS
 from .bcs import EMPTY, FIXED, build_boundary, solved_components
@@ -203,6 +204,8 @@ class PisoSolver:
         self.p_cfg = s.pressure
         self.u_cfg = s.momentum
         self.red = Reducer(comm)
+        self.halo_name = case.parallel.halo
+        self.p_amg = None
 
         lm = lmesh
         n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
@@ -313,8 +316,16 @@ class PisoSolver:
                 mean = self.red.sum(float(self.rhs[:n].sum()))[0] / lm.n_cells_global
                 self.rhs[:n] -= mean
         with T("solve_p"):
-            info = pcg(self.P, self.rhs, self.p, self.p_cfg.tol, self.p_cfg.max_iter, self.red,
-                       self.ws)
+            cfg = self.p_cfg
+            if cfg.method == "amg-cg":
+                if self.p_amg is None:  # aggregates from the first matrix, then refreshed
+                    self.p_amg = AMG(self.P, lm, self.comm, strategy=self.halo_name)
+                else:
+                    self.p_amg.refresh()
+                info = fcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,
+                           self.p_amg.apply)
+            else:
+                info = pcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws)
             if self.p_singular:  # pin the free constant: zero mean pressure
                 mean = self.red.sum(float(self.p[:n].sum()))[0] / lm.n_cells_global
                 self.p[:n] -= mean

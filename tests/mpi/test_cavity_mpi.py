@@ -31,7 +31,8 @@ def test_fixed_steps_match_serial_on_1_to_4_ranks(haloflow_mpi, tmp_path):
     for n, method in [(1, "metis"), (2, "metis"), (3, "rcb"), (4, "metis")]:
         out = tmp_path / f"n{n}"
         s = _run(haloflow_mpi, n, out, "--steps", "30", "--set",
-                 f"parallel.decomposition={method}", "--set", "postprocess.cavity=false")
+                 f"parallel.decomposition={method}", "--set", "postprocess.cavity=false",
+                 "--set", "solver.pressure.method=cg-jacobi")
         assert s["ranks"] == n and s["steps"] == 30
         f = read_fields(out)
         assert set(np.unique(f["rank"]).astype(int)) == set(range(n))
@@ -44,10 +45,13 @@ def test_fixed_steps_match_serial_on_1_to_4_ranks(haloflow_mpi, tmp_path):
 
 
 @pytest.mark.mpi
-def test_steady_state_on_2_ranks_matches_serial(haloflow_mpi, tmp_path):
-    """Run to steady state: same step count, same field to 1e-6, same Ghia deviation."""
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_steady_state_matches_serial(haloflow_mpi, tmp_path, nranks):
+    """To steady state with the default AMG pressure solver (its aggregates differ with the
+    decomposition, so iterates differ at the solver tolerance): same step count, same field
+    to 1e-6, same Ghia deviation."""
     s1 = _run(haloflow_mpi, 1, tmp_path / "serial")
-    s2 = _run(haloflow_mpi, 2, tmp_path / "two")
+    s2 = _run(haloflow_mpi, nranks, tmp_path / "two")
     assert s1["converged"] and s2["converged"]
     assert abs(s1["steps"] - s2["steps"]) <= 1
     f1, f2 = read_fields(tmp_path / "serial"), read_fields(tmp_path / "two")
