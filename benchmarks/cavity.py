@@ -42,6 +42,8 @@ def main() -> None:
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--pressure", default="amg-cg,cg-jacobi",
+                    help="pressure solvers to compare, measured in the same run")
     ap.add_argument("--steady", action="store_true", help="also time 128^2, Re 100 to steady")
     ap.add_argument("-o", "--output", type=Path, default=Path("benchmarks/results/cavity.json"))
     a = ap.parse_args()
@@ -50,23 +52,25 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        print(f"{'cells':>10} {'ranks':>5} {'s/step':>9} {'ns/cell-step':>13} "
+        print(f"{'cells':>10} {'ranks':>5} {'pressure':>10} {'s/step':>9} {'ns/cell-step':>13} "
               f"{'p it/solve':>10} {'spread %':>8}")
-        for n in (int(s) for s in a.sizes.split(",")):
-            for r in (int(s) for s in a.ranks.split(",")):
-                # same lid Courant number (12.8) on every mesh: dt = 0.1 at 128^2
-                args = ["--set", f"mesh.cells=[{n},{n},1]", "--set", f"solver.dt={12.8 / n!r}",
-                        "--steps", str(a.steps)]
-                runs = [run(r, args, work) for _ in range(a.repeat)]
-                sps = [s["s_per_step"] for s in runs]
-                med = statistics.median(sps)
-                row = {"cells": n * n, "mesh": f"{n}x{n}", "ranks": r, "steps": a.steps,
-                       "s_per_step": med, "ns_per_cell_step": med / (n * n) * 1e9,
-                       "spread": (max(sps) - min(sps)) / med, "all_s_per_step": sps,
-                       "p_iters_mean": runs[0]["p_iters_mean"]}
-                rows.append(row)
-                print(f"{n * n:>10} {r:>5} {med:>9.4f} {row['ns_per_cell_step']:>13.0f} "
-                      f"{row['p_iters_mean']:>10.1f} {100 * row['spread']:>8.1f}", flush=True)
+        for n, r, method in ((int(n), int(r), m) for n in a.sizes.split(",")
+                             for r in a.ranks.split(",") for m in a.pressure.split(",")):
+            # same lid Courant number (12.8) on every mesh: dt = 0.1 at 128^2
+            args = ["--set", f"mesh.cells=[{n},{n},1]", "--set", f"solver.dt={12.8 / n!r}",
+                    "--steps", str(a.steps), "--set", f"solver.pressure.method={method}"]
+            runs = [run(r, args, work) for _ in range(a.repeat)]
+            sps = [s["s_per_step"] for s in runs]
+            med = statistics.median(sps)
+            row = {"cells": n * n, "mesh": f"{n}x{n}", "ranks": r, "steps": a.steps,
+                   "pressure": method, "u_iters_mean": runs[0]["u_iters_mean"],
+                   "s_per_step": med, "ns_per_cell_step": med / (n * n) * 1e9,
+                   "spread": (max(sps) - min(sps)) / med, "all_s_per_step": sps,
+                   "p_iters_mean": runs[0]["p_iters_mean"]}
+            rows.append(row)
+            print(f"{n * n:>10} {r:>5} {method:>10} {med:>9.4f} "
+                  f"{row['ns_per_cell_step']:>13.0f} {row['p_iters_mean']:>10.1f} "
+                  f"{100 * row['spread']:>8.1f}", flush=True)
         steady = []
         if a.steady:
             for r in (int(s) for s in a.ranks.split(",")):

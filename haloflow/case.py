@@ -212,19 +212,21 @@ _SCHEMA: dict[str, Any] = {
         "convection": _Key(_choice("upwind", "linear"), "linear"),
         "max_steps": _Key(_integer(0), 0),
         "pressure": {
-            "method": _Key(_choice("cg-jacobi"), "cg-jacobi"),
+            "method": _Key(_choice("amg-cg", "cg-jacobi"), "amg-cg"),
             "tol": _Key(_POSITIVE, 1e-8),
             "max_iter": _Key(_integer(1), 5000),
         },
         "momentum": {
-            "method": _Key(_choice("bicgstab-jacobi"), "bicgstab-jacobi"),
+            "method": _Key(_choice("bicgstab-jacobi", "bicgstab-sgs"), "bicgstab-jacobi"),
             "tol": _Key(_POSITIVE, 1e-8),
             "max_iter": _Key(_integer(1), 1000),
         },
     },
     "parallel": {
         "decomposition": _Key(_choice("metis", "rcb", "simple"), "metis"),
-        "halo": _Key(_choice("packed"), "packed"),
+        "halo": _Key(_choice("perfield", "packed", "aggregated", "neighbor", "overlap"),
+                     "aggregated"),
+        "staging": _Key(_choice("host", "device"), "host"),
         "threads": _Key(_integer(1), 1),
     },
     "output": {

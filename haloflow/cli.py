@@ -48,6 +48,12 @@ def _run_parser(sub) -> None:
                    help="numba threads per rank (default: parallel.threads of the case, 1)")
     p.add_argument("--steps", type=int, metavar="N",
                    help="stop after N time steps at most (same as --set solver.max_steps=N)")
+    p.add_argument("--halo", metavar="NAME",
+                   help="halo-exchange strategy: perfield, packed, aggregated, neighbor or "
+                        "overlap (same as --set parallel.halo=NAME)")
+    p.add_argument("--staging", choices=("host", "device"),
+                   help="fields in host or (emulated) device memory, host<->device copies "
+                        "counted (same as --set parallel.staging=...)")
     p.add_argument("--force", action="store_true",
                    help="allow writing into OUTDIR if it holds a previous haloflow run")
     p.add_argument("--quiet", action="store_true", help="no progress on the terminal")
@@ -59,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_parser(sub)
+    from .bench import halo as bench_halo
+
+    bench_halo.add_parser(sub)
+    from .bench import netpipe
+
+    netpipe.add_parser(sub)
     return parser
 
 
@@ -83,6 +95,8 @@ def cmd_run(args) -> int:
             if args.steps < 1:
                 raise UserError(f"--steps {args.steps}: expected a positive number of steps")
             overrides.append(f"solver.max_steps={args.steps}")
+        overrides += [f"parallel.{k}={v}" for k, v in (("halo", args.halo),
+                                                       ("staging", args.staging)) if v]
         case = load_case(args.case, overrides)
         threads = args.threads if args.threads is not None else case.parallel.threads
         if threads < 1:
@@ -105,6 +119,14 @@ def main(argv=None) -> int:
         return 0
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "bench":
+        from .bench import halo as bench_halo
+
+        return bench_halo.main(args)
+    if args.command == "netpipe":
+        from .bench import netpipe
+
+        return netpipe.main(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -124,14 +124,16 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
             parts = decompose(mesh, comm.size, case.parallel.decomposition)
         lmesh = distribute(mesh, parts, comm)
         del mesh
-        ex = halo.make(case.parallel.halo, lmesh, comm)
+        # the solver's fields are numpy arrays: device staging is emulated, copies counted
+        ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
         solver = PisoSolver(lmesh, case, comm, ex, timers)
     counts = comm.gather((lmesh.n_owned, lmesh.n_ghost, len(lmesh.neighbours)), root=0)
     s = case.solver
     if root:
         own = np.array([c[0] for c in counts])
         log(f"haloflow: case {case.name} ({case.source}), {lmesh.n_cells_global} cells, "
-            f"{comm.size} rank(s) x {threads} thread(s), halo {case.parallel.halo}, "
+            f"{comm.size} rank(s) x {threads} thread(s), halo {case.parallel.halo} "
+            f"({case.parallel.staging} staging), "
             f"decomposition {case.parallel.decomposition}")
         log(f"  cells per rank {own.min()}..{own.max()} (imbalance {own.max() / own.mean():.3f}), "
             f"ghosts {sum(c[1] for c in counts)}, neighbours per rank max "
@@ -199,6 +201,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
                                boundary_xy=bxy, boundary_U=bu)
 
     profile = comm.gather(timers.as_dict() | {"halo_stats": ex.stats.as_dict()}, root=0)
+    ex.close()
     if not root:
         return {}
     arr = np.array(rows) if rows else np.zeros((0, 8))
@@ -235,6 +238,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         "u_solver": case.solver.momentum.method,
         "u_iters_mean": float(np.mean(u_it)),
         "halo": case.parallel.halo,
+        "staging": case.parallel.staging,
         "decomposition": case.parallel.decomposition,
         "phases_s": {k: [float(p[k]["seconds"]) if k in p else 0.0 for p in profile]
                      for k in ("setup",) + SUMMARY_PHASES + ("io",)},

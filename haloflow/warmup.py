@@ -14,11 +14,15 @@ def warm() -> None:
     from mpi4py import MPI
 
     from .case import load_case
+    from .parallel import halo
     from .runner import run_case
 
-    case = load_case("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "output.plots=false"])
-    with tempfile.TemporaryDirectory(prefix="haloflow-warmup-") as tmp:
-        run_case(case, Path(tmp) / "run", MPI.COMM_SELF, quiet=True)
+    halo.warm()
+    for strategy in ("packed", "overlap"):  # the plain and the overlapped SpMV kernels
+        case = load_case("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2",
+                                    "output.plots=false", f"parallel.halo={strategy}"])
+        with tempfile.TemporaryDirectory(prefix="haloflow-warmup-") as tmp:
+            run_case(case, Path(tmp) / "run", MPI.COMM_SELF, quiet=True)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 from .krylov import Reducer
-from .matrix import IDX, residual, spmv
+from .matrix import IDX
 
 GATHER_BELOW = 4000  # gather the coarse problem on rank 0 once it has fewer unknowns
 COARSEST = 200  # solve directly below this many unknowns
@@ -103,6 +103,25 @@ def gs_sweep(indptr, indices, data, diag_pos, dl1, b, x, n, forward):
             if k != diag_pos[i]:
                 s -= data[k] * x[indices[k]]
         x[i] = s / dl1[i]
+
+
+@nb.njit(cache=True)
+def spmv(indptr, indices, data, x, y):
+    """Serial y = A x: coarse levels are too small to amortise a threaded launch."""
+    for i in range(len(indptr) - 1):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            s += data[k] * x[indices[k]]
+        y[i] = s
+
+
+@nb.njit(cache=True)
+def residual(indptr, indices, data, x, b, r):
+    for i in range(len(indptr) - 1):
+        s = b[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            s -= data[k] * x[indices[k]]
+        r[i] = s
 
 
 @nb.njit(cache=True)
@@ -392,6 +411,32 @@ class AMG:
         else:
             self._cycle(0, r, z)
         return z
+
+    def solve(self, b, x, tol, max_iter, ws=None):
+        """Standalone AMG: x += K(b - A x), K a K-cycle from the top level, until
+        ||b - A x|| <= tol ||b||.  Usually slower than ``krylov.fcg`` with ``apply`` as
+        preconditioner; there for comparison and for callers without a Krylov method."""
+        from .krylov import SolveInfo, _axpy, _dot2
+
+        A, n = self.A, self.A.pattern.n_rows
+        red = self.levels[0].red
+        r = np.zeros(A.pattern.n_cols) if ws is None else ws[0]
+        z = np.zeros(A.pattern.n_cols) if ws is None else ws[1]
+        info = SolveInfo()
+        for it in range(max_iter + 1):
+            A.residual(x, b, r)
+            rr, bb = red.sum(*_dot2(r, r, b, b, n))
+            res = np.sqrt(rr / bb) if bb > 0.0 else np.sqrt(rr)
+            if it == 0:
+                info.res0 = res
+            info.res, info.iters = res, it
+            if res <= tol:
+                return info
+            if it < max_iter:  # a K-cycle on the top level too: its own Krylov steps
+                self._solve(0, r, z)
+                _axpy(1.0, z, x, n)
+        info.converged = False
+        return info
 
     def _coarse(self, i, lev):
         """Solve for the next level's correction; returns it as a local owned-coarse array."""

@@ -181,8 +181,21 @@ def _bicg_xr(x, phat, shat, r, s, t, alpha, omega, r0, n):
     return a, b
 
 
-def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace) -> SolveInfo:
-    """Solve A x = b in place with right-Jacobi-preconditioned BiCGStab."""
+@nb.njit(cache=True, parallel=True)
+def _bicg_p_only(p, r, v, beta, omega, n):
+    for i in nb.prange(n):
+        p[i] = r[i] + beta * (p[i] - omega * v[i])
+
+
+@nb.njit(cache=True, parallel=True)
+def _bicg_s_only(s, r, v, alpha, n):
+    for i in nb.prange(n):
+        s[i] = r[i] - alpha * v[i]
+
+
+def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None) -> SolveInfo:
+    """Solve A x = b in place with right-preconditioned BiCGStab: Jacobi (fused into the
+    vector kernels) unless ``precond(r, z)`` is given."""
     n = A.pattern.n_rows
     r, r0, p, v, phat, s, shat, t = ws.v[:8]
     np.divide(1.0, A.diag, out=ws.invd)
@@ -201,13 +214,21 @@ def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace) -> SolveInfo:
     for it in range(1, max_iter + 1):
         beta = (rho_new / rho) * (alpha / omega)
         rho = rho_new
-        _bicg_p(p, r, v, beta, omega, ws.invd, phat, n)
+        if precond is None:
+            _bicg_p(p, r, v, beta, omega, ws.invd, phat, n)
+        else:
+            _bicg_p_only(p, r, v, beta, omega, n)
+            precond(p, phat)
         A.matvec(phat, v)
         r0v = red.sum(_dot(r0, v, n))[0]
         if r0v == 0.0:
             break
         alpha = rho / r0v
-        _bicg_s(s, r, v, alpha, ws.invd, shat, n)
+        if precond is None:
+            _bicg_s(s, r, v, alpha, ws.invd, shat, n)
+        else:
+            _bicg_s_only(s, r, v, alpha, n)
+            precond(s, shat)
         A.matvec(shat, t)
         ts, tt, ss = red.sum(*_dot3(t, s, t, t, s, s, n))
         info.iters = it

@@ -20,6 +20,7 @@ from mpi4py import MPI
 from ..linalg.amg import AMG
 from ..linalg.krylov import Reducer, SolveInfo, Workspace, bicgstab, fcg, pcg
 from ..linalg.matrix import DistMatrix, Pattern
+from ..linalg.precond import SymmetricGaussSeidel
 from ..parallel.timers import NULL_TIMERS
 from .bcs import EMPTY, FIXED, build_boundary, solved_components
 from .schemes import face_coeffs, gauss_gradient
@@ -224,6 +225,8 @@ class PisoSolver:
         self.M = DistMatrix(pattern, exchanger, timers)
         self.P = DistMatrix(pattern, exchanger, timers)
         self.ws = Workspace(n, lm.n_owned, 8)
+        self.u_pre = SymmetricGaussSeidel(self.M) if self.u_cfg.method == "bicgstab-sgs" \
+            else None
 
         # fields
         self.U = np.zeros((3, n))
@@ -264,6 +267,8 @@ class PisoSolver:
             momentum_coeffs(lm.owner, lm.neighbour, self.phi, fc.gdiff, self.nu, self.vol,
                             self.dt, bc.u_kind, self.diag, self.lower, self.upper)
             self.M.fill(self.diag, self.lower, self.upper)
+            if self.u_pre is not None:
+                self.u_pre.refresh()
             momentum_source(lm.owner, lm.neighbour, fc.weight, self.phi, fc.gdiff, self.nu,
                             self.vol, self.dt, bc.u_kind, bc.u_value, U, self.Uold, self.linear,
                             comps, self.b0)
@@ -275,7 +280,8 @@ class PisoSolver:
                 np.multiply(self.vol, self.grad[d], out=self.rhs)
                 np.subtract(self.b0[d], self.rhs, out=self.rhs)
                 u_solves.append(bicgstab(self.M, self.rhs, U[d], self.u_cfg.tol,
-                                         self.u_cfg.max_iter, self.red, self.ws))
+                                         self.u_cfg.max_iter, self.red, self.ws,
+                                         None if self.u_pre is None else self.u_pre.apply))
         with T("halo"):
             self.ex.exchange(self._u_fields)
 

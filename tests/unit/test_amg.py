@@ -119,3 +119,15 @@ def test_refresh_follows_new_coefficients():
                  amg.apply)
     assert info.iters == info1.iters
     assert np.abs(4.0 * x2 - x1).max() <= 1e-8 * np.abs(x1).max()
+
+
+def test_standalone_cycles_converge():
+    """AMG as a solver on its own (no Krylov): slower than FCG, same answer."""
+    lm, A = laplacian((48, 48, 1))
+    b = rhs(lm)
+    amg = AMG(A, lm, COMM)
+    x = np.zeros(lm.n_cells)
+    info = amg.solve(b, x, 1e-8, 100)
+    ref = spla.spsolve(A.to_scipy().tocsc(), b)
+    assert info.converged and info.iters <= 30, info
+    assert np.abs(x[: lm.n_owned] - ref).max() <= 1e-6 * np.abs(ref).max()

@@ -61,7 +61,7 @@ def test_builtin_cavity_with_defaults():
     assert case.boundary["front"].type == "empty" and case.boundary["front"].U is None
     assert case.solver.dt == 0.1 and case.solver.n_correctors == 2
     assert case.solver.pressure.max_iter == 5000 and case.solver.momentum.tol == 1e-8
-    assert case.parallel.halo == "packed" and case.output.log_every == 20
+    assert case.parallel.halo == "aggregated" and case.output.log_every == 20
     assert case.postprocess.cavity is True
 
 
@@ -113,7 +113,7 @@ def test_round_trip(tmp_path):
 def test_to_dict_is_plain():
     d = load_case("cavity").to_dict()
     assert d["mesh"]["cells"] == [128, 128, 1]
-    assert d["solver"]["pressure"]["method"] == "cg-jacobi"
+    assert d["solver"]["pressure"]["method"] == "amg-cg"
     assert d["boundary"]["front"] == {"type": "empty"}
 
 

@@ -1,4 +1,9 @@
-"""The one interface every halo-exchange strategy implements (DESIGN.md section 4)."""
+"""The one interface every halo-exchange strategy implements (DESIGN.md section 4).
+
+An exchanger needs only five attributes of the mesh object it is given: ``n_owned``,
+``neighbours``, ``send_ptr``, ``send_cells`` and ``recv_ptr`` (see ``parallel/local.py``), so
+the AMG coarse levels can build exchangers from a small object holding just those.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,18 @@ from time import perf_counter
 
 import numpy as np
 
+from . import staging as _staging
+
+IDX = np.uint32  # unsigned cell indices: no negative-index checks in the pack loops
+
 
 @dataclass
 class HaloStats:
-    """Counters kept by every exchanger; cheap enough to leave on in production runs."""
+    """Counters kept by every exchanger; cheap enough to leave on in production runs.
+
+    ``copies``/``copy_bytes``/``copy_s`` count host<->device staging copies (zero with host
+    staging); their seconds are part of ``pack_s`` and ``unpack_s``.
+    """
 
     calls: int = 0
     messages: int = 0  # messages sent
@@ -18,6 +31,9 @@ class HaloStats:
     pack_s: float = 0.0
     wait_s: float = 0.0
     unpack_s: float = 0.0
+    copies: int = 0
+    copy_bytes: int = 0
+    copy_s: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -27,19 +43,46 @@ class Exchanger:
     """Fills the ghost cells of cell fields with their owners' values.
 
     ``exchange(fields)`` is blocking; ``h = start(fields)`` ... ``finish(h)`` lets the caller
-    compute on owned cells while messages are in flight.  Fields are float64 arrays of length
-    ``lmesh.n_cells`` (owned + ghost).
+    compute on owned cells while messages are in flight, provided it neither writes the
+    fields nor reads their ghosts in between.  Fields are 1-D contiguous float64 arrays of
+    length ``n_owned + n_ghost``, living in ``self.space`` (host memory, or the device
+    memory of ``staging="device"``).  ``overlaps`` tells callers whether they should put
+    interior work between ``start`` and ``finish``: only the ``overlap`` strategy says yes.
     """
 
     name = "base"
+    overlaps = False
 
-    def __init__(self, lmesh, comm):
-        self.lmesh = lmesh
+    def __init__(self, lmesh, comm, staging="host", gpu=None):
         self.comm = comm
-        self.stats = HaloStats()
+        self._stats = HaloStats()
+        self.space = _staging.make(staging, self._stats, gpu)
+        self.n_owned = int(lmesh.n_owned)
         self.neighbours = [int(q) for q in lmesh.neighbours]
-        self.send_counts = np.diff(lmesh.send_ptr)
-        self.recv_counts = np.diff(lmesh.recv_ptr)
+        self.send_ptr = np.asarray(lmesh.send_ptr, dtype=np.int64)
+        self.recv_ptr = np.asarray(lmesh.recv_ptr, dtype=np.int64)
+        self.send_cells = np.asarray(lmesh.send_cells).astype(IDX)
+        self._check()
+        self.send_counts = np.diff(self.send_ptr)
+        self.recv_counts = np.diff(self.recv_ptr)
+        self.n_send = int(self.send_ptr[-1])  # S2: boundary values sent per field
+        self.n_recv = int(self.recv_ptr[-1])  # ghosts filled per field
+
+    def _check(self) -> None:
+        n = len(self.neighbours)
+        if len(self.send_ptr) != n + 1 or len(self.recv_ptr) != n + 1:
+            raise ValueError(f"send_ptr/recv_ptr need {n + 1} entries for {n} neighbours, got "
+                             f"{len(self.send_ptr)}/{len(self.recv_ptr)}")
+        if len(self.send_cells) and int(self.send_cells.max()) >= self.n_owned:
+            raise ValueError("send_cells holds a cell that is not owned")
+
+    @property
+    def stats(self) -> HaloStats:
+        self._sync()
+        return self._stats
+
+    def _sync(self) -> None:
+        """Fold counters kept in compiled code into ``_stats`` (strategies that keep any)."""
 
     def exchange(self, fields) -> None:
         self.finish(self.start(fields))
@@ -49,6 +92,9 @@ class Exchanger:
 
     def finish(self, handle) -> None:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Free MPI objects held by the exchanger (persistent requests, communicators)."""
 
     @staticmethod
     def _clock() -> float:

@@ -1,0 +1,1 @@
+"""Micro-benchmarks: the network (netpipe) and halo exchanges on real solver traffic."""

@@ -1,0 +1,78 @@
+"""PNG plots of netpipe results: throughput and time against message size, pair heat maps.
+
+matplotlib's object API on an Agg canvas (as haloflow/io/plots.py), so no display is needed
+and the global backend is left alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from .npfile import mbps
+
+
+def _figure(width, height):
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def sweep_png(path, curves, title="") -> None:
+    """Throughput (NetPIPE Mbps) and one-way time against bytes, log axes.
+
+    ``curves`` maps a label to ``(bytes, seconds)``; several curves compare runs (e.g. ours
+    and NetPIPE's on the same machine).
+    """
+    fig = _figure(11.0, 4.5)
+    ax_bw, ax_t = fig.subplots(1, 2)
+    for label, (n, t) in curves.items():
+        n, t = np.asarray(n, dtype=np.float64), np.asarray(t, dtype=np.float64)
+        ax_bw.semilogx(n, mbps(n, t), ".-", ms=3, lw=1, label=label)
+        ax_t.loglog(n, t * 1e6, ".-", ms=3, lw=1, label=label)
+    ax_bw.set(xlabel="bytes per transfer", ylabel="throughput [Mbps, 1 Mb = 2^20 bit]",
+              title="throughput")
+    ax_t.set(xlabel="bytes per transfer", ylabel="time per transfer [us]",
+             title="time (latency at small sizes)")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax_t.yaxis.set_major_formatter(plain)
+    lo, hi = ax_t.get_ylim()
+    ax_t.yaxis.set_minor_formatter(plain if hi / lo < 30 else NullFormatter())
+    for ax in (ax_bw, ax_t):
+        ax.grid(alpha=0.3, which="both")
+        ax.legend()
+    if title:
+        fig.suptitle(title)
+    fig.savefig(path, dpi=120)
+
+
+def pairs_png(path, order, nodes, panels, title="") -> None:
+    """Heat maps of rank-pair matrices, ranks ordered by node with node borders drawn.
+
+    ``panels`` maps a title to ``(matrix, colour-bar label)``; ``order`` is the rank order,
+    ``nodes`` the node index of each rank.
+    """
+    order = np.asarray(order)
+    k = len(panels)
+    fig = _figure(5.0 * min(k, 2), 4.2 * ((k + 1) // 2))
+    axes = np.atleast_1d(fig.subplots((k + 1) // 2, min(k, 2))).ravel()
+    node_of = np.asarray(nodes)[order]
+    cuts = [i - 0.5 for i in range(1, len(order)) if node_of[i] != node_of[i - 1]]
+    for ax, (name, (m, label)) in zip(axes, panels.items(), strict=False):
+        m = np.asarray(m, dtype=np.float64)[np.ix_(order, order)]
+        im = ax.imshow(np.ma.masked_invalid(m), cmap="viridis", interpolation="nearest")
+        fig.colorbar(im, ax=ax, label=label)
+        ax.set(title=name, xlabel="rank", ylabel="rank",
+               xticks=range(len(order)), yticks=range(len(order)))
+        ax.set_xticklabels(order)
+        ax.set_yticklabels(order)
+        for c in cuts:
+            ax.axhline(c, color="white", lw=1.5)
+            ax.axvline(c, color="white", lw=1.5)
+    for ax in axes[k:]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title)
+    fig.savefig(path, dpi=120)

@@ -1,0 +1,154 @@
+"""haloflow netpipe on real MPI ranks: every mode, integrity with a corrupted byte, --pairs,
+and the rank-count errors.  Tiny sizes and trials: these check behaviour, not speed.
+
+Run as a script (``mpiexec -n 2 python test_netpipe_mpi.py JOB OUTDIR``) this file is also
+the MPI job of the tests that call ``run_pair`` directly, which is how the fault-injection
+hook (a function argument, not reachable from the command line) is exercised.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+TINY = ["--max", "64", "--trial-time", "0.001", "--trials", "2", "--quiet"]
+
+# (name, extra arguments) of the timed sweeps run in one job
+SWEEPS = [
+    ("pingpong", ["--mode", "pingpong"]),
+    ("bidir", ["--mode", "bidir"]),
+    ("stream", ["--mode", "stream"]),
+    ("put-fence", ["--mode", "put", "--sync", "fence"]),
+    ("get-fence", ["--mode", "get"]),
+    ("put-lock", ["--mode", "put", "--sync", "lock"]),
+    ("get-lock", ["--mode", "get", "--sync", "lock"]),
+    ("pingpong-python", ["--engine", "python"]),
+    ("bidir-python", ["--mode", "bidir", "--engine", "python"]),
+    ("get-lock-python", ["--mode", "get", "--sync", "lock", "--engine", "python"]),
+    ("pingpong-nocache", ["--nocache", "--pool", "4M"]),
+    ("put-nocache", ["--mode", "put", "--nocache", "--pool", "4M"]),
+]
+CHECKS = [["--mode", m] for m in ("pingpong", "bidir", "stream", "put", "get")] + [
+    ["--mode", "put", "--sync", "lock"], ["--mode", "get", "--sync", "lock"],
+    ["--mode", "bidir", "--nocache", "--pool", "1M"]]
+
+
+def _opts(*argv):
+    from haloflow.bench import netpipe
+    from haloflow.cli import build_parser
+
+    return netpipe.options(build_parser().parse_args(["netpipe", *argv]))
+
+
+def job(name: str, outdir: Path) -> None:
+    from mpi4py import MPI
+
+    from haloflow.bench.netpipe import IntegrityError, run_pair
+
+    comm = MPI.COMM_WORLD
+    report = {}
+    if name == "sweeps":
+        for label, extra in SWEEPS:
+            run_pair(_opts(*TINY, *extra, "-o", str(outdir / f"{label}.out")), comm)
+    elif name == "integrity":
+        for k, extra in enumerate(CHECKS):
+            def o(tag, k=k, extra=extra):
+                return _opts("--integrity", "--max", "4K", "--trials", "2", "--quiet", *extra,
+                             "-o", str(outdir / f"{tag}{k}.out"))
+
+            run_pair(o("ok"), comm)
+            try:
+                run_pair(o("bad"), comm, corrupt=(1536, 1000 + k))
+                report[k] = None
+            except IntegrityError as e:
+                report[k] = [str(e), e.exit_code]
+    if comm.rank == 0:
+        (outdir / f"{name}.json").write_text(json.dumps(report))
+
+
+def test_every_mode_times_every_size(mpirun, tmp_path):
+    from haloflow.bench import npfile, npsizes
+
+    res = mpirun(2, __file__, "sweeps", str(tmp_path), timeout=120)
+    assert res.returncode == 0, res.stderr
+    sizes = npsizes.schedule(1, 64, 3)
+    for label, _ in SWEEPS:
+        d = npfile.read_out(tmp_path / f"{label}.out")
+        factor = 2 if label.startswith("bidir") else 1   # NetPIPE -2: both directions
+        assert d.bytes.tolist() == [factor * n for n in sizes], label
+        assert (d.seconds > 0).all() and (d.seconds < 0.5).all(), label
+        doc = json.loads((tmp_path / f"{label}.json").read_text())
+        assert doc["summary"]["latency_us"] > 0 and doc["summary"]["peak_mbps"] > 0
+        assert doc["engine"] == ("python" if "python" in label else "native"), label
+        assert doc["nocache"] == ("nocache" in label)
+        assert (tmp_path / f"{label}.png").stat().st_size > 0
+
+
+def test_integrity_passes_and_catches_a_corrupted_byte(mpirun, tmp_path):
+    res = mpirun(2, __file__, "integrity", str(tmp_path), timeout=120)
+    assert res.returncode == 0, res.stderr
+    report = json.loads((tmp_path / "integrity.json").read_text())
+    for k, extra in enumerate(CHECKS):
+        assert report[str(k)] is not None, f"{extra}: corruption not detected"
+        msg, code = report[str(k)]
+        assert code == 3
+        assert "1536-byte message #0" in msg and f"offset {1000 + k}" in msg, msg
+        ok = json.loads((tmp_path / f"ok{k}.json").read_text())["integrity"]
+        assert ok["ok"] is True and len(ok["sizes"]) > 10
+        assert not (tmp_path / f"ok{k}.out").exists()   # no timings in integrity mode
+        bad = json.loads((tmp_path / f"bad{k}.json").read_text())["integrity"]
+        assert bad["ok"] is False
+        assert [m["offset"] for m in bad["mismatches"]] == [1000 + k]
+
+
+def test_command_line_run(haloflow_mpi, tmp_path):
+    from haloflow.bench import npfile
+
+    out = tmp_path / "sub" / "np.out"
+    res = haloflow_mpi(2, "netpipe", "--max", "1K", "--trial-time", "0.002", "-o", str(out),
+                       timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "bytes" in res.stdout and "Mbps in" in res.stdout      # NetPIPE-style progress
+    assert "latency" in res.stdout and "n1/2" in res.stdout
+    assert len(npfile.read_out(out)) == 45
+    assert out.with_suffix(".png").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    ([], ["exactly 2 MPI ranks, got 3", "--pairs"]),
+    (["--pairs"], ["even number of ranks", "got 3"]),
+])
+def test_wrong_rank_counts(haloflow_mpi, args, words):
+    res = haloflow_mpi(3, "netpipe", *args, timeout=60)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    for w in words:
+        assert w in lines[0]
+
+
+def test_pairs(haloflow_mpi, tmp_path):
+    out = tmp_path / "pairs.json"
+    res = haloflow_mpi(4, "netpipe", "--pairs", "--max", "4K", "--trial-time", "0.001",
+                       "--trials", "2", "-o", str(out), timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    assert doc["ranks"] == 4 and doc["concurrent_rounds"] == 3
+    assert sorted(r for node in doc["nodes"] for r in node["ranks"]) == [0, 1, 2, 3]
+    for what in ("latency_us", "bandwidth_mbps"):
+        for kind in ("alone", "concurrent"):
+            m = doc[what][kind]
+            assert all((m[i][j] is None) == (i == j) for i in range(4) for j in range(4))
+            assert all(m[i][j] == m[j][i] for i in range(4) for j in range(4) if i != j) or \
+                all(m[i][j] > 0 for i in range(4) for j in range(4) if i != j)
+    assert "intra-node" in res.stdout
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+if __name__ == "__main__":
+    job(sys.argv[1], Path(sys.argv[2]))
