@@ -23,7 +23,7 @@ from ..linalg.matrix import DistMatrix, Pattern
 from ..linalg.precond import SymmetricGaussSeidel
 from ..parallel.timers import NULL_TIMERS
 from .bcs import EMPTY, FIXED, build_boundary, solved_components
-from .schemes import face_coeffs, gauss_gradient
+from .schemes import face_coeffs, gauss_gradient, gauss_gradient_part
 
 DIVERGED_SPEED = 1e3  # rms speed, in units of the largest boundary speed, taken as blow-up
 
@@ -97,10 +97,11 @@ def momentum_source(owner, neighbour, weight, phi, gdiff, nu, vol, dt, ukind, uv
 
 @nb.njit(cache=True)
 def predicted_fluxes(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uvalue, pkind,
-                     phiH, g):
-    """Face flux of H/A and the pressure-Laplacian coefficient rAU_f |S|^2/(S.d)."""
+                     phiH, g, f0, f1, boundary):
+    """Face flux of H/A and the pressure-Laplacian coefficient rAU_f |S|^2/(S.d) on internal
+    faces ``[f0, f1)`` and, if ``boundary``, on the boundary faces."""
     ni = len(neighbour)
-    for f in range(ni):
+    for f in range(f0, f1):
         o = owner[f]
         n = neighbour[f]
         w = weight[f]
@@ -109,6 +110,8 @@ def predicted_fluxes(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uval
             s += (w * HbyA[d, o] + (1.0 - w) * HbyA[d, n]) * sf[f, d]
         phiH[f] = s
         g[f] = (w * rAU[o] + (1.0 - w) * rAU[n]) * gdiff[f]
+    if not boundary:
+        return
     for f in range(ni, len(owner)):
         b = f - ni
         o = owner[f]
@@ -149,10 +152,14 @@ def pressure_system(owner, neighbour, phiH, g, pkind, pvalue, n_cells, diag, low
 
 
 @nb.njit(cache=True)
-def correct_fluxes(owner, neighbour, phiH, g, p, pkind, pvalue, phi):
+def correct_fluxes(owner, neighbour, phiH, g, p, pkind, pvalue, phi, f0, f1, boundary):
+    """Conservative fluxes from the new pressure on internal faces ``[f0, f1)`` (and the
+    boundary faces if ``boundary``)."""
     ni = len(neighbour)
-    for f in range(ni):
+    for f in range(f0, f1):
         phi[f] = phiH[f] - g[f] * (p[neighbour[f]] - p[owner[f]])
+    if not boundary:
+        return
     for f in range(ni, len(owner)):
         b = f - ni
         if pkind[b] == FIXED:
@@ -248,6 +255,7 @@ class PisoSolver:
         self.work = np.zeros(n)
         self._u_fields = [self.U[d] for d in self.comps]
         self._h_fields = [self.HbyA[d] for d in self.comps] + [self.rAU]
+        self._p_field = [self.p]
 
     def _global_any(self, flag: bool) -> bool:
         return self.comm.allreduce(bool(flag), op=MPI.LOR)
@@ -310,11 +318,20 @@ class PisoSolver:
                 np.subtract(self.b0[d, :n], self.work[:n], out=self.HbyA[d, :n])
                 self.HbyA[d, :n] /= self.M.diag
             np.divide(self.vol[:n], self.M.diag, out=self.rAU[:n])
+        # interior faces need no ghost value: with an overlapping strategy they are computed
+        # while the messages fly, interface and boundary faces after
+        pre = (lm.owner, lm.neighbour, fc.weight, self.sf, fc.gdiff, self.HbyA, self.rAU,
+               bc.u_kind, bc.u_value, bc.p_kind, self.phiH, self.g)
+        ni, nint = lm.n_internal, lm.n_interior
         with T("halo"):
-            self.ex.exchange(self._h_fields)
+            h = self.ex.start(self._h_fields)
         with T("assemble"):
-            predicted_fluxes(lm.owner, lm.neighbour, fc.weight, self.sf, fc.gdiff, self.HbyA,
-                             self.rAU, bc.u_kind, bc.u_value, bc.p_kind, self.phiH, self.g)
+            if self.ex.overlaps:
+                predicted_fluxes(*pre, 0, nint, False)
+        with T("halo"):
+            self.ex.finish(h)
+        with T("assemble"):
+            predicted_fluxes(*pre, nint if self.ex.overlaps else 0, ni, True)
             pressure_system(lm.owner, lm.neighbour, self.phiH, self.g, bc.p_kind, bc.p_value,
                             lm.n_cells, self.diag, self.lower, self.upper, self.rhs)
             self.P.fill(self.diag, self.lower, self.upper)
@@ -335,12 +352,23 @@ class PisoSolver:
             if self.p_singular:  # pin the free constant: zero mean pressure
                 mean = self.red.sum(float(self.p[:n].sum()))[0] / lm.n_cells_global
                 self.p[:n] -= mean
+        cor = (lm.owner, lm.neighbour, self.phiH, self.g, self.p, bc.p_kind, bc.p_value,
+               self.phi)
+        grd = (lm.owner, lm.neighbour, fc.weight, self.sf, self.vol, self.p, bc.p_kind,
+               bc.p_value, self.grad, nint)
         with T("halo"):
-            self.ex.exchange([self.p])
+            h = self.ex.start(self._p_field)
         with T("assemble"):
-            correct_fluxes(lm.owner, lm.neighbour, self.phiH, self.g, self.p, bc.p_kind,
-                           bc.p_value, self.phi)
-            self._gradient(self.p, bc.p_kind, bc.p_value, self.grad)
+            if self.ex.overlaps:
+                correct_fluxes(*cor, 0, nint, False)
+                gauss_gradient_part(*grd, True)
+        with T("halo"):
+            self.ex.finish(h)
+        with T("assemble"):
+            correct_fluxes(*cor, nint if self.ex.overlaps else 0, ni, True)
+            if not self.ex.overlaps:
+                gauss_gradient_part(*grd, True)
+            gauss_gradient_part(*grd, False)
             for d in self.comps:
                 np.multiply(self.rAU[:n], self.grad[d, :n], out=self.work[:n])
                 np.subtract(self.HbyA[d, :n], self.work[:n], out=self.U[d, :n])
