@@ -21,41 +21,19 @@ import sys
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 from mpi4py import MPI
 
 from haloflow.linalg import krylov as K
 from haloflow.linalg.amg import AMG
-from haloflow.linalg.matrix import DistMatrix, Pattern
+from haloflow.linalg.poisson import laplacian, smooth_rhs
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import distribute
-from haloflow.physics.schemes import face_coeffs
 
 TOL = 1e-6
-
-
-def laplacian(lm, comm):
-    fc = face_coeffs(lm)
-    ni = lm.n_internal
-    g = fc.gdiff[:ni]
-    diag = np.zeros(lm.n_cells)
-    np.add.at(diag, lm.owner[:ni], g)
-    np.add.at(diag, lm.neighbour, g)
-    A = DistMatrix(Pattern(lm), halo.make("packed", lm, comm))
-    A.fill(diag, -g, -g)
-    return A
-
-
-def rhs(lm, comm):
-    c = lm.geometry.cell_centres
-    b = np.zeros(lm.n_cells)
-    n = lm.n_owned
-    b[:n] = np.sin(3 * c[:n, 0] + 1) * np.cos(2 * c[:n, 1] + c[:n, 2]) * \
-        lm.geometry.cell_volumes[:n]
-    b[:n] -= comm.allreduce(b[:n].sum()) / lm.n_cells_global
-    return b
 
 
 def local_mesh(cells, comm):
@@ -122,9 +100,11 @@ def main() -> None:
                     help="skip Jacobi-CG above this many unknowns (it needs O(n) iterations)")
     ap.add_argument("--cavity", type=int, default=128,
                     help="also the cavity's pressure matrix on this mesh (0: skip)")
+    ap.add_argument("--threads", type=int, default=1, help="numba threads per rank")
     ap.add_argument("--no-pyamg", action="store_true")
     ap.add_argument("-o", "--output", type=Path, default=None)
     a = ap.parse_args()
+    numba.set_num_threads(a.threads)
     comm = MPI.COMM_WORLD
     root = comm.rank == 0
     problems = [(f"2D {n}^2", (n, n, 1)) for n in map(int, a.sizes2d.split(",") if a.sizes2d
@@ -144,7 +124,7 @@ def main() -> None:
         else:
             lm, _ = local_mesh(cells, comm)
             A = laplacian(lm, comm)
-            b = rhs(lm, comm)
+            b = smooth_rhs(lm, comm, zero_mean=True)
         n = lm.n_cells_global
         results = [run_ours(lm, A, b, comm, "amg-cg")]
         if n <= a.jacobi_max:

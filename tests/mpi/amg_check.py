@@ -16,34 +16,15 @@ from mpi4py import MPI
 from haloflow.io.probes import gather_cells
 from haloflow.linalg import krylov as K
 from haloflow.linalg.amg import AMG
-from haloflow.linalg.matrix import DistMatrix, Pattern
+from haloflow.linalg.poisson import laplacian, smooth_rhs
 from haloflow.mesh.blocks import box
-from haloflow.parallel import halo
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local, distribute
-from haloflow.physics.schemes import face_coeffs
 
 
 def system(lm, comm, dirichlet):
-    fc = face_coeffs(lm)
-    ni = lm.n_internal
-    g = fc.gdiff[:ni]
-    diag = np.zeros(lm.n_cells)
-    np.add.at(diag, lm.owner[:ni], g)
-    np.add.at(diag, lm.neighbour, g)
-    if dirichlet:
-        for p in lm.patches:
-            if p.name in ("left", "bottom"):
-                f = np.arange(p.start, p.start + p.size)
-                np.add.at(diag, lm.owner[f], fc.gdiff[f])
-    A = DistMatrix(Pattern(lm), halo.make("packed", lm, comm))
-    A.fill(diag, -g, -g)
-    c = lm.geometry.cell_centres
-    b = np.sin(3 * c[:, 0] + 1) * np.cos(2 * c[:, 1] + c[:, 2]) * lm.geometry.cell_volumes
-    b[lm.n_owned:] = 0.0
-    if not dirichlet:
-        b[: lm.n_owned] -= comm.allreduce(b[: lm.n_owned].sum()) / lm.n_cells_global
-    return A, b
+    A = laplacian(lm, comm, fixed=("left", "bottom") if dirichlet else ())
+    return A, smooth_rhs(lm, comm, zero_mean=not dirichlet)
 
 
 def solve(lm, comm, dirichlet):

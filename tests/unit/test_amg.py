@@ -9,42 +9,24 @@ from mpi4py import MPI
 
 from haloflow.linalg import krylov as K
 from haloflow.linalg.amg import AMG, pairwise
-from haloflow.linalg.matrix import DistMatrix, Pattern
+from haloflow.linalg.poisson import laplacian as fv_laplacian
+from haloflow.linalg.poisson import smooth_rhs
 from haloflow.mesh.blocks import box
-from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
-from haloflow.physics.schemes import face_coeffs
 
 COMM = MPI.COMM_SELF
 
 
 def laplacian(cells, grading=(1.0, 1.0, 1.0), dirichlet=True):
-    """Finite-volume Laplacian (|S|^2/(S.d) couplings); Dirichlet walls make it definite."""
+    """Finite-volume Laplacian; Dirichlet on left/right/bottom/top makes it definite."""
     m = box(cells, grading=grading)
     lm = build_local(m, np.zeros(m.n_cells, dtype=np.int64), 0)
-    ex = halo.make("packed", lm, COMM)
-    fc = face_coeffs(lm)
-    ni = lm.n_internal
-    g = fc.gdiff[:ni]
-    diag = np.zeros(lm.n_cells)
-    np.add.at(diag, lm.owner[:ni], g)
-    np.add.at(diag, lm.neighbour, g)
-    if dirichlet:  # fixed value on left/right/bottom/top
-        for p in lm.patches:
-            if p.name in ("left", "right", "bottom", "top"):
-                f = np.arange(p.start, p.start + p.size)
-                np.add.at(diag, lm.owner[f], fc.gdiff[f])
-    A = DistMatrix(Pattern(lm), ex)
-    A.fill(diag, -g, -g)
-    return lm, A
+    walls = ("left", "right", "bottom", "top") if dirichlet else ()
+    return lm, fv_laplacian(lm, COMM, fixed=walls)
 
 
 def rhs(lm, zero_mean=False):
-    c = lm.geometry.cell_centres
-    b = np.sin(3 * c[:, 0] + 1) * np.cos(2 * c[:, 1]) * lm.geometry.cell_volumes
-    if zero_mean:
-        b -= b.mean()
-    return b
+    return smooth_rhs(lm, COMM, zero_mean)
 
 
 def solve(lm, A, b, tol=1e-10):
