@@ -59,8 +59,15 @@ def _run_parser(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on the terminal")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other haloflow error (exit code 2)."""
+
+    def error(self, message):
+        self.exit(2, f"haloflow: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="haloflow", description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

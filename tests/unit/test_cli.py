@@ -75,3 +75,9 @@ def test_rerun_with_force_and_default_outdir(tmp_path):
         assert haloflow("run", *QUICK, cwd=tmp_path).returncode == 0
     assert (tmp_path / "runs" / "cavity" / "summary.json").exists()
     assert (tmp_path / "runs" / "cavity-2" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("args", [["run", "--bogus"], ["frobnicate"], ["run", "--steps", "x"]])
+def test_usage_errors_are_one_line(args):
+    msg = one_line_error(haloflow(*args))
+    assert msg.startswith("haloflow: error:")
