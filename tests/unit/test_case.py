@@ -88,14 +88,14 @@ def test_overrides():
     case = load_case("cavity", [
         "solver.dt=0.005",
         "mesh.cells=[64, 64, 1]",
-        "parallel.decomposition=rcb",  # not TOML: taken as a plain string
+        "parallel.decomposition=simple",  # not TOML: taken as a plain string
         "boundary.top.U=[2,0,0]",
         "solver.pressure.tol=1e-9",
         "output.plots = false",
     ])
     assert case.solver.dt == 0.005
     assert case.mesh.cells == (64, 64, 1)
-    assert case.parallel.decomposition == "rcb"
+    assert case.parallel.decomposition == "simple"
     assert case.boundary["top"].U == (2.0, 0.0, 0.0)
     assert case.solver.pressure.tol == 1e-9
     assert case.output.plots is False
