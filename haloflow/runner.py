@@ -89,6 +89,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     from .io import plots, vtk
     from .mesh.blocks import box
     from .parallel import halo
+    from .parallel import profile as profiling
     from .parallel.decompose import decompose
     from .parallel.local import distribute
     from .parallel.timers import Timers
@@ -200,8 +201,12 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
                                (x0, x0 + lx, y0, y0 + ly), title=f"{case.name}: |U|",
                                boundary_xy=bxy, boundary_U=bu)
 
-    profile = comm.gather(timers.as_dict() | {"halo_stats": ex.stats.as_dict()}, root=0)
-    ex.close()
+    exchangers = [ex] + (solver.p_amg.coarse_exchangers() if solver.p_amg else [])
+    records = comm.gather(profiling.rank_record(lmesh, timers, exchangers, solver.red.stats,
+                                                loop_s), root=0)
+    halo_stats = comm.gather(ex.stats.as_dict(), root=0)
+    for e in exchangers:
+        e.close()
     if not root:
         return {}
     arr = np.array(rows) if rows else np.zeros((0, 8))
@@ -217,6 +222,12 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
                             title=f"{case.name}: initial residuals and steady measure")
     u_it = arr[:, 2 + ncomp] / max(ncomp, 1) if len(arr) else np.zeros(1)
     p_it = arr[:, 4 + ncomp] / s.n_correctors if len(arr) else np.zeros(1)
+    prof = profiling.summarise(records, step, {
+        "p_iters": float(np.mean(arr[:, 4 + ncomp])) if len(arr) else 0.0,
+        "u_iters": float(np.mean(arr[:, 2 + ncomp])) if len(arr) else 0.0})
+    profiling.write(outdir / "profile.json", prof)
+    for line in profiling.table(prof):
+        log(line)
     wall_s = time.perf_counter() - t_start
     summary = {
         "case": case.name,
@@ -240,9 +251,11 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         "halo": case.parallel.halo,
         "staging": case.parallel.staging,
         "decomposition": case.parallel.decomposition,
-        "phases_s": {k: [float(p[k]["seconds"]) if k in p else 0.0 for p in profile]
-                     for k in ("setup",) + SUMMARY_PHASES + ("io",)},
-        "halo_stats": [p["halo_stats"] for p in profile],
+        "phases_s": {k: prof["phases"][k]["per_rank"] if k in prof["phases"] else
+                     [0.0] * comm.size for k in ("setup",) + SUMMARY_PHASES + ("io",)},
+        "imbalance": prof["imbalance"],
+        "comm_fraction": prof["comm_fraction"],
+        "halo_stats": halo_stats,
         "host": platform.node(),
     }
     if post:
@@ -252,7 +265,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
                 f"max |dv| {post['max_dv']:.4f}")
     with open(outdir / "summary.json", "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2)
-    log(f"results in {os.path.abspath(outdir)} (summary.json, log.txt, residuals.csv, "
-        f"fields/, plots/)")
+    log(f"results in {os.path.abspath(outdir)} (summary.json, profile.json, log.txt, "
+        f"residuals.csv, fields/, plots/)")
     log.close()
     return summary

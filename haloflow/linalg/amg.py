@@ -242,11 +242,13 @@ class Level:
 class AMG:
     """Aggregation AMG preconditioner for a DistMatrix; ``setup`` once, ``refresh`` per step."""
 
-    def __init__(self, A, lmesh, comm, strategy: str = "packed", cycle: str = "K"):
+    def __init__(self, A, lmesh, comm, strategy: str = "packed", cycle: str = "K",
+                 reduce_stats=None):
         from ..parallel import halo
 
         self.A = A
         self.lmesh = lmesh
+        self.reduce_stats = reduce_stats  # shared with the solver's Reducer, for profiles
         self.comm = comm
         self.cycle_kind = cycle
         self._halo = lambda topo, c: halo.make(strategy, topo, c)
@@ -259,7 +261,7 @@ class AMG:
         A, comm = self.A, self.comm
         p = A.pattern
         top = Level(p.indptr, p.indices, A.data, p.diag_pos, p.n_rows, p.n_cols, A.ex,
-                    Reducer(comm))
+                    Reducer(comm, self.reduce_stats))
         top.topo = self.lmesh
         self.levels = [top]
         lev = top
@@ -325,7 +327,7 @@ class AMG:
             send_cells=(np.concatenate(send) if send else np.zeros(0)).astype(np.int64),
             recv_ptr=recv_ptr.astype(np.int64))
         nxt = Level(ip, ix, np.zeros(len(ix)), dp, nc, ncols, self._halo(ctopo, comm),
-                    Reducer(comm))
+                    Reducer(comm, self.reduce_stats))
         nxt.topo = ctopo
         nxt.offset = offset
         nxt.global_cols = np.concatenate([offset + np.arange(nc), cg_gid]).astype(np.int64)
@@ -385,6 +387,10 @@ class AMG:
             dense[:, lev.pinned] = 0.0
             dense[lev.pinned, lev.pinned] = 1.0
         lev.lu = sla.lu_factor(dense, check_finite=False)
+
+    def coarse_exchangers(self):
+        """The halo exchangers of the distributed coarse levels (their counters count too)."""
+        return [lev.ex for lev in self.levels[1:] if lev.ex is not None]
 
     # -- refresh ------------------------------------------------------------------------------
     def refresh(self):

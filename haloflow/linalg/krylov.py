@@ -11,6 +11,7 @@ the summation order of the reductions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from time import perf_counter
 
 import numba as nb
 import numpy as np
@@ -25,24 +26,42 @@ class SolveInfo:
     converged: bool = True
 
 
-class Reducer:
-    """Fused global sums of a few scalars with preallocated buffers."""
+@dataclass
+class ReduceStats:
+    """Allreduce counters, shareable by every Reducer of a run (solver and AMG levels)."""
 
-    def __init__(self, comm):
+    calls: int = 0
+    seconds: float = 0.0
+
+
+class Reducer:
+    """Fused global sums of a few scalars with preallocated buffers.
+
+    Every call counts as one allreduce in ``stats`` (a serial run counts the ones it would
+    make in parallel); ``seconds`` is the time spent inside ``MPI_Allreduce``.
+    """
+
+    def __init__(self, comm, stats: ReduceStats | None = None):
         self.comm = comm
         self.parallel = comm.size > 1
-        self.n_calls = 0
+        self.stats = ReduceStats() if stats is None else stats
         self._out = {k: np.zeros(k) for k in range(1, 5)}
 
+    @property
+    def n_calls(self) -> int:
+        return self.stats.calls
+
     def sum(self, *vals):
-        self.n_calls += 1
+        self.stats.calls += 1
         if not self.parallel:
             return vals
         buf = np.array(vals)
         out = self._out.get(len(vals))
         if out is None:
             out = self._out[len(vals)] = np.zeros(len(vals))
+        t0 = perf_counter()
         self.comm.Allreduce(buf, out, op=MPI.SUM)
+        self.stats.seconds += perf_counter() - t0
         return tuple(out)
 
 

@@ -153,14 +153,14 @@ class DistMatrix:
         """y[:n_owned] = A x; refreshes the ghost values of x first."""
         p = self.pattern
         if self.overlap:
-            with self.timers("halo"):
+            with self.timers("halo_solve"):
                 h = self.ex.start([x])
             spmv_runs(p.indptr, p.indices, self.data, x, y, p.inner_runs)
-            with self.timers("halo"):
+            with self.timers("halo_solve"):
                 self.ex.finish(h)
             spmv_runs(p.indptr, p.indices, self.data, x, y, p.outer_runs)
             return
-        with self.timers("halo"):
+        with self.timers("halo_solve"):
             self.ex.exchange([x])
         spmv(p.indptr, p.indices, self.data, x, y)
 
@@ -168,14 +168,14 @@ class DistMatrix:
         """r[:n_owned] = b - A x; refreshes the ghost values of x first."""
         p = self.pattern
         if self.overlap:
-            with self.timers("halo"):
+            with self.timers("halo_solve"):
                 h = self.ex.start([x])
             residual_runs(p.indptr, p.indices, self.data, x, b, r, p.inner_runs)
-            with self.timers("halo"):
+            with self.timers("halo_solve"):
                 self.ex.finish(h)
             residual_runs(p.indptr, p.indices, self.data, x, b, r, p.outer_runs)
             return
-        with self.timers("halo"):
+        with self.timers("halo_solve"):
             self.ex.exchange([x])
         residual(p.indptr, p.indices, self.data, x, b, r)
 

@@ -342,7 +342,8 @@ class PisoSolver:
             cfg = self.p_cfg
             if cfg.method == "amg-cg":
                 if self.p_amg is None:  # aggregates from the first matrix, then refreshed
-                    self.p_amg = AMG(self.P, lm, self.comm, strategy=self.halo_name)
+                    self.p_amg = AMG(self.P, lm, self.comm, strategy=self.halo_name,
+                                     reduce_stats=self.red.stats)
                 else:
                     self.p_amg.refresh()
                 info = fcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,

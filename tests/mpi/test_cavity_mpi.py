@@ -90,3 +90,26 @@ def test_fieldio_rejects_missing_cells(tmp_path: Path):
     (tmp_path / "fields").mkdir()
     with pytest.raises(AssertionError):
         read_fields(tmp_path)
+
+
+@pytest.mark.mpi
+def test_profile_json_on_2_ranks(haloflow_mpi, tmp_path):
+    """profile.json: per-rank phases and counters, consistent shares, per-step counts."""
+    out = tmp_path / "prof"
+    s = _run(haloflow_mpi, 2, out, "--steps", "10", "--set", "postprocess.cavity=false")
+    p = json.loads((out / "profile.json").read_text())
+    assert p["schema"] == 1 and p["ranks"] == 2 and p["steps"] == 10
+    assert sum(p["cells"]) == 256 and all(n == 1 for n in p["neighbours"])
+    loop = p["loop_s"]["mean"]
+    shares = [v["share_of_loop"] for v in p["phases"].values()
+              if v["share_of_loop"] is not None and not v["nested"]]
+    assert 0.0 < sum(shares) <= 1.0 + 1e-9  # disjoint parts of every rank's loop
+    for k in ("assemble", "solve_U", "solve_p", "halo", "halo_solve", "setup", "io"):
+        assert len(p["phases"][k]["per_rank"]) == 2
+    assert p["halo"]["messages"]["min"] > 0 and p["allreduce"]["calls"]["min"] > 0
+    assert p["halo"]["wait_s"]["max"] < loop
+    ps = p["per_step"]
+    # per step at least: U exchange, and per corrector H/A, p and U exchanges
+    assert ps["halo_exchanges"] >= 7 and ps["allreduces"] >= 4 and ps["p_iters"] > 0
+    assert p["imbalance"] >= 1.0 and 0.0 <= p["comm_fraction"] < 1.0  # measured: no tight bound
+    assert s["imbalance"] == p["imbalance"]

@@ -1,0 +1,110 @@
+"""One run's profile (DESIGN.md section 6): where the time of every rank went.
+
+Each rank reports its phase timers, the counters of every halo exchanger it used (the
+solver's and the AMG coarse levels') and its allreduce counters; rank 0 summarises them
+(min/mean/max over ranks, share of the time loop, compute imbalance, communication fraction,
+exchanges and allreduces per step) and writes ``profile.json``, which later tools read instead
+of measuring again.  Schema: docs/profile.md.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+SCHEMA = 1
+# Phases inside the time loop.  They do not overlap, except "halo_solve" (the exchanges made
+# by matrix-vector products), which is part of solve_U and solve_p; "halo" is the solver's
+# other exchanges.
+LOOP_PHASES = ("assemble", "solve_U", "solve_p", "halo", "monitor", "halo_solve")
+NESTED = ("halo_solve",)
+HALO_KEYS = ("calls", "messages", "bytes", "pack_s", "wait_s", "unpack_s")
+
+
+def rank_record(lmesh, timers, exchangers, reduce_stats, loop_s: float) -> dict:
+    """This rank's raw figures (plain types, cheap to gather)."""
+    halo = dict.fromkeys(HALO_KEYS, 0)
+    for ex in exchangers:
+        st = ex.stats.as_dict()
+        for k in HALO_KEYS:
+            halo[k] += st[k]
+    return {
+        "cells": int(lmesh.n_owned), "ghosts": int(lmesh.n_ghost),
+        "neighbours": int(len(lmesh.neighbours)), "loop_s": float(loop_s),
+        "phases": timers.as_dict(), "halo": halo,
+        "allreduce": {"calls": int(reduce_stats.calls), "seconds": float(reduce_stats.seconds)},
+    }
+
+
+def _spread(values) -> dict:
+    v = np.asarray(values, dtype=float)
+    return {"per_rank": v.tolist(), "min": float(v.min()), "mean": float(v.mean()),
+            "max": float(v.max())}
+
+
+def summarise(records: list[dict], steps: int, iterations: dict) -> dict:
+    """The profile.json document from every rank's record (rank 0)."""
+    loop = np.array([r["loop_s"] for r in records])
+    names = sorted({k for r in records for k in r["phases"]},
+                   key=lambda k: (k not in LOOP_PHASES, k))
+    phases = {}
+    for k in names:
+        s = _spread([r["phases"].get(k, {}).get("seconds", 0.0) for r in records])
+        s["calls"] = [r["phases"].get(k, {}).get("calls", 0) for r in records]
+        s["share_of_loop"] = s["mean"] / loop.mean() if k in LOOP_PHASES and loop.mean() else None
+        s["nested"] = k in NESTED
+        phases[k] = s
+    halo = {k: _spread([r["halo"][k] for r in records]) for k in HALO_KEYS}
+    red = {k: _spread([r["allreduce"][k] for r in records]) for k in ("calls", "seconds")}
+    comm_s = np.array([r["halo"]["pack_s"] + r["halo"]["wait_s"] + r["halo"]["unpack_s"]
+                       + r["allreduce"]["seconds"] for r in records])
+    compute = np.maximum(loop - comm_s, 0.0)
+    n = max(steps, 1)
+    return {
+        "schema": SCHEMA,
+        "ranks": len(records),
+        "steps": steps,
+        "cells": [r["cells"] for r in records],
+        "ghosts": [r["ghosts"] for r in records],
+        "neighbours": [r["neighbours"] for r in records],
+        "loop_s": _spread(loop),
+        "s_per_step": float(loop.max() / n),
+        "phases": phases,
+        "halo": halo,
+        "allreduce": red,
+        "compute_s": _spread(compute),
+        "imbalance": float(compute.max() / compute.mean()) if compute.mean() > 0 else 1.0,
+        "comm_fraction": float(comm_s.mean() / loop.mean()) if loop.mean() > 0 else 0.0,
+        "per_step": {
+            "halo_exchanges": halo["calls"]["mean"] / n,
+            "messages": halo["messages"]["mean"] / n,
+            "bytes": halo["bytes"]["mean"] / n,
+            "allreduces": red["calls"]["mean"] / n,
+            **{k: v for k, v in iterations.items()},
+        },
+    }
+
+
+def table(profile: dict) -> list[str]:
+    """A compact text table for the log: phase, min/mean/max seconds over ranks, % of loop."""
+    lines = [f"{'phase':<12} {'min s':>9} {'mean s':>9} {'max s':>9} {'% loop':>7}"]
+    rows = list(profile["phases"].items()) + [
+        ("halo wait", profile["halo"]["wait_s"]), ("allreduce", profile["allreduce"]["seconds"])]
+    loop = profile["loop_s"]["mean"]
+    for name, s in rows:
+        share = s.get("share_of_loop", s["mean"] / loop if loop else None)
+        pct = f"{100 * share:6.1f}%" if share is not None else "      -"
+        label = f"  ({name})" if s.get("nested") or name in ("halo wait", "allreduce") else name
+        lines.append(f"{label:<12} {s['min']:9.3f} {s['mean']:9.3f} {s['max']:9.3f} {pct}")
+    ps = profile["per_step"]
+    lines.append(f"imbalance (max/mean compute) {profile['imbalance']:.3f}, communication "
+                 f"{100 * profile['comm_fraction']:.1f}% of the loop; per step: "
+                 f"{ps['halo_exchanges']:.1f} halo exchanges, {ps['allreduces']:.1f} allreduces, "
+                 f"{ps['bytes'] / 1e3:.1f} kB sent per rank")
+    return lines
+
+
+def write(path, profile: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(profile, f, indent=1)
