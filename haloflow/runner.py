@@ -11,6 +11,7 @@ import json
 import math
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -63,6 +64,31 @@ class Log:
     def close(self) -> None:
         if self.file:
             self.file.close()
+
+
+class ProgressBar:
+    """Rank 0's live progress line on a terminal (rich): simulated time against end_time, the
+    steady-state measure and the ETA.  Off when output goes to a file or a pipe, where the
+    periodic log lines are the progress."""
+
+    def __init__(self, end_time: float, enabled: bool):
+        self.enabled = enabled
+        if not enabled:
+            return
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        self.bar = Progress(TextColumn("t {task.completed:9.4f} / {task.total:g}"), BarColumn(),
+                            TextColumn("{task.description}"), transient=True)
+        self.task = self.bar.add_task("", total=end_time)
+        self.bar.start()
+
+    def update(self, t: float, text: str) -> None:
+        if self.enabled:
+            self.bar.update(self.task, completed=t, description=text)
+
+    def stop(self) -> None:
+        if self.enabled:
+            self.bar.stop()
 
 
 def _eta(step_s: float, t: float, end_time: float, dt: float, history, tol: float) -> float:
@@ -150,6 +176,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     t_loop = time.perf_counter()
     max_steps = s.max_steps or None
     n_target = int(math.ceil(s.end_time / s.dt - 1e-9))
+    bar = ProgressBar(s.end_time, enabled=root and not quiet and sys.stdout.isatty())
     try:
         while step < n_target and (max_steps is None or step < max_steps):
             info = solver.step()
@@ -163,9 +190,12 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
                 if step % 10 == 1 or not history:
                     history.append((step, info.change))
                     history[:] = history[-20:]
-                if step % case.output.log_every == 0 or converged or step == 1:
+                if bar.enabled or step % case.output.log_every == 0 or converged or step == 1:
                     el = time.perf_counter() - t_loop
                     eta = _eta(el / step, solver.time, s.end_time, s.dt, history, s.steady_tol)
+                    bar.update(solver.time, f"dU/dt {info.change:8.2e}  p {sum(pi):3d} it  "
+                                            f"{el / step * 1e3:6.1f} ms/step  ETA {_fmt_s(eta)}")
+                if step % case.output.log_every == 0 or converged or step == 1:
                     log(f"step {step:6d}  t {solver.time:9.4f}  dU/dt {info.change:9.3e}  "
                         f"U res {max(i.res0 for i in info.u_solves):8.2e} ({max(ui):3d} it)  "
                         f"p res {info.p_solves[0].res0:8.2e} ({sum(pi):4d} it)  "
@@ -175,6 +205,8 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
                 break
     except DivergenceError as e:
         raise DivergedError(str(e)) from None
+    finally:
+        bar.stop()
     loop_s = time.perf_counter() - t_loop
     if root:
         why = "steady state reached" if converged else (
