@@ -45,7 +45,7 @@ class Reducer:
         self.comm = comm
         self.parallel = comm.size > 1
         self.stats = ReduceStats() if stats is None else stats
-        self._out = {k: np.zeros(k) for k in range(1, 5)}
+        self._bufs = {}  # n -> (send, receive) buffers, allocated once per size
 
     @property
     def n_calls(self) -> int:
@@ -55,10 +55,11 @@ class Reducer:
         self.stats.calls += 1
         if not self.parallel:
             return vals
-        buf = np.array(vals)
-        out = self._out.get(len(vals))
-        if out is None:
-            out = self._out[len(vals)] = np.zeros(len(vals))
+        bufs = self._bufs.get(len(vals))
+        if bufs is None:
+            bufs = self._bufs[len(vals)] = (np.zeros(len(vals)), np.zeros(len(vals)))
+        buf, out = bufs
+        buf[:] = vals
         t0 = perf_counter()
         self.comm.Allreduce(buf, out, op=MPI.SUM)
         self.stats.seconds += perf_counter() - t0

@@ -121,25 +121,19 @@ class _Buffers:
 
 class AggregatedExchanger(Exchanger):
     name = "aggregated"
+    buffers_class = _Buffers
 
     def __init__(self, lmesh, comm, staging="host", gpu=None, compiled=None):
         super().__init__(lmesh, comm, staging, gpu)
         self.plan = np.concatenate([self.send_ptr, self.recv_ptr])
         self.compiled = (compiled is not False and not self.space.staged
                          and cmpi.addresses() is not None)
-        self._bufs: dict[int, _Buffers] = {}
-
-    def _buffers(self, m: int) -> _Buffers:
-        b = self._bufs.get(m)
-        if b is None:
-            b = self._bufs[m] = _Buffers(self, m)
-        return b
 
     def exchange(self, fields) -> None:
         if not self.compiled:
             return self.finish(self.start(fields))
         fields = tuple(fields)
-        b = self._bufs.get(len(fields)) or self._buffers(len(fields))
+        b = self._buffers(len(fields))
         rc = _exchange(fields, self.send_cells, self.plan, b.buf, b.ctl)
         if rc:
             raise MPI.Exception(rc)
@@ -152,14 +146,9 @@ class AggregatedExchanger(Exchanger):
             if rc:
                 raise MPI.Exception(rc)
             return fields, b
-        st, sp = self._stats, self.space
+        st = self._stats
         t0 = self._clock()
-        if sp.staged:
-            sp.pack(fields, self.send_cells, self.send_ptr, b.dsend)
-            if self.neighbours:
-                sp.copy(b.send, b.dsend)
-        else:
-            pack(fields, self.send_cells, self.send_ptr, b.send)
+        self._pack_contiguous(fields, b)
         t1 = self._clock()
         MPI.Prequest.Startall(b.reqs)
         st.pack_s += t1 - t0
@@ -176,16 +165,11 @@ class AggregatedExchanger(Exchanger):
             if rc:
                 raise MPI.Exception(rc)
             return
-        st, sp = self._stats, self.space
+        st = self._stats
         t0 = self._clock()
         MPI.Request.Waitall(b.reqs)
         t1 = self._clock()
-        if sp.staged:
-            if self.neighbours:
-                sp.copy(b.drecv, b.recv)
-            sp.unpack(b.drecv, self.recv_ptr, self.n_owned, fields)
-        else:
-            unpack(b.recv, self.recv_ptr, self.n_owned, fields)
+        self._unpack_contiguous(fields, b)
         st.wait_s += t1 - t0
         st.unpack_s += self._clock() - t1
 

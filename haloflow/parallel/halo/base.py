@@ -13,6 +13,7 @@ from time import perf_counter
 import numpy as np
 
 from . import staging as _staging
+from .kernels import pack, unpack
 
 IDX = np.uint32  # unsigned cell indices: no negative-index checks in the pack loops
 
@@ -52,6 +53,7 @@ class Exchanger:
 
     name = "base"
     overlaps = False
+    buffers_class = None  # per-field-count buffers of a strategy: ``buffers_class(self, m)``
 
     def __init__(self, lmesh, comm, staging="host", gpu=None):
         self.comm = comm
@@ -67,6 +69,35 @@ class Exchanger:
         self.recv_counts = np.diff(self.recv_ptr)
         self.n_send = int(self.send_ptr[-1])  # S2: boundary values sent per field
         self.n_recv = int(self.recv_ptr[-1])  # ghosts filled per field
+        self._bufs: dict = {}
+
+    def _buffers(self, m: int):
+        """The strategy's buffers for ``m`` fields, created on first use and then reused."""
+        b = self._bufs.get(m)
+        if b is None:
+            b = self._bufs[m] = self.buffers_class(self, m)
+        return b
+
+    def _pack_contiguous(self, fields, b) -> None:
+        """Every neighbour's outgoing values into ``b.send`` (through ``b.dsend`` and one
+        device->host copy when staged)."""
+        sp = self.space
+        if sp.staged:
+            sp.pack(fields, self.send_cells, self.send_ptr, b.dsend)
+            if self.neighbours:
+                sp.copy(b.send, b.dsend)
+        else:
+            pack(fields, self.send_cells, self.send_ptr, b.send)
+
+    def _unpack_contiguous(self, fields, b) -> None:
+        """``b.recv`` into the ghost cells (through one host->device copy when staged)."""
+        sp = self.space
+        if sp.staged:
+            if self.neighbours:
+                sp.copy(b.drecv, b.recv)
+            sp.unpack(b.drecv, self.recv_ptr, self.n_owned, fields)
+        else:
+            unpack(b.recv, self.recv_ptr, self.n_owned, fields)
 
     def _check(self) -> None:
         n = len(self.neighbours)

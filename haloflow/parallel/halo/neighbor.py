@@ -14,7 +14,6 @@ import numpy as np
 from mpi4py import MPI
 
 from .base import Exchanger
-from .kernels import pack, unpack
 
 
 def _free(comm):
@@ -34,31 +33,20 @@ class _Buffers:
 
 class NeighborExchanger(Exchanger):
     name = "neighbor"
+    buffers_class = _Buffers
 
     def __init__(self, lmesh, comm, staging="host", gpu=None):
         super().__init__(lmesh, comm, staging, gpu)
         self.graph = comm.Create_dist_graph_adjacent(
             self.neighbours, self.neighbours, reorder=False)
         self._free = weakref.finalize(self, _free, self.graph)
-        self._bufs: dict[int, _Buffers] = {}
-
-    def _buffers(self, m: int) -> _Buffers:
-        b = self._bufs.get(m)
-        if b is None:
-            b = self._bufs[m] = _Buffers(self, m)
-        return b
 
     def start(self, fields):
         fields = tuple(fields)
-        st, sp = self._stats, self.space
+        st = self._stats
         b = self._buffers(len(fields))
         t0 = self._clock()
-        if sp.staged:
-            sp.pack(fields, self.send_cells, self.send_ptr, b.dsend)
-            if self.neighbours:
-                sp.copy(b.send, b.dsend)
-        else:
-            pack(fields, self.send_cells, self.send_ptr, b.send)
+        self._pack_contiguous(fields, b)
         t1 = self._clock()
         req = self.graph.Ineighbor_alltoallv(b.sspec, b.rspec)
         st.pack_s += t1 - t0
@@ -70,16 +58,11 @@ class NeighborExchanger(Exchanger):
 
     def finish(self, handle) -> None:
         fields, b, req = handle
-        st, sp = self._stats, self.space
+        st = self._stats
         t0 = self._clock()
         req.Wait()
         t1 = self._clock()
-        if sp.staged:
-            if self.neighbours:
-                sp.copy(b.drecv, b.recv)
-            sp.unpack(b.drecv, self.recv_ptr, self.n_owned, fields)
-        else:
-            unpack(b.recv, self.recv_ptr, self.n_owned, fields)
+        self._unpack_contiguous(fields, b)
         st.wait_s += t1 - t0
         st.unpack_s += self._clock() - t1
 

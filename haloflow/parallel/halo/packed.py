@@ -41,20 +41,14 @@ def _rows(src, dst, m):
 
 class PackedExchanger(Exchanger):
     name = "packed"
+    buffers_class = _Buffers
 
     def __init__(self, lmesh, comm, staging="host", gpu=None):
         super().__init__(lmesh, comm, staging, gpu)
-        self._bufs: dict[int, _Buffers] = {}
         # per neighbour: its send cells and a local [0, count] pointer, for one-neighbour packs
         sp = self.send_ptr
         self._cells = [self.send_cells[sp[k]:sp[k + 1]] for k in range(len(self.neighbours))]
         self._ptrs = [np.array([0, c], dtype=np.int64) for c in self.send_counts]
-
-    def _buffers(self, m: int) -> _Buffers:
-        b = self._bufs.get(m)
-        if b is None:
-            b = self._bufs[m] = _Buffers(self, m)
-        return b
 
     def start(self, fields):
         fields = tuple(fields)
