@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
@@ -26,6 +27,13 @@ the cavity, centerline_u.csv / centerline_v.csv compared with Ghia et al. (1982)
 
 exit codes: 0 success, 1 internal error, 2 bad input, 3 the solution diverged.
 """
+
+
+# Sub-commands other than `run`: each module has add_parser(subparsers) and main(args).
+COMMANDS = {
+    "bench": ".bench.halo",
+    "netpipe": ".bench.netpipe",
+}
 
 
 def _run_parser(sub) -> None:
@@ -72,12 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_parser(sub)
-    from .bench import halo as bench_halo
-
-    bench_halo.add_parser(sub)
-    from .bench import netpipe
-
-    netpipe.add_parser(sub)
+    for module in COMMANDS.values():
+        importlib.import_module(module, __package__).add_parser(sub)
     return parser
 
 
@@ -126,14 +130,8 @@ def main(argv=None) -> int:
         return 0
     if args.command == "run":
         return cmd_run(args)
-    if args.command == "bench":
-        from .bench import halo as bench_halo
-
-        return bench_halo.main(args)
-    if args.command == "netpipe":
-        from .bench import netpipe
-
-        return netpipe.main(args)
+    if args.command in COMMANDS:
+        return importlib.import_module(COMMANDS[args.command], __package__).main(args)
     parser.error(f"unknown command {args.command}")
     return 2
 
