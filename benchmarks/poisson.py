@@ -3,19 +3,24 @@
     .venv/bin/python benchmarks/poisson.py                       # serial, default sizes
     .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/poisson.py --no-pyamg
     .venv/bin/python benchmarks/poisson.py --sizes2d 64,128 --sizes3d 16,32
+    .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/poisson.py --aggregation local -o x.json
 
 Problems: the finite-volume Laplacian (|S|^2/(S.d) couplings) of a 2D box (n x n x 1) and a
 3D box (n^3), all-Neumann like the cavity's pressure equation (singular; consistent
 right-hand side), plus the cavity's own pressure matrix (128^2, after 20 steps).  For each:
 iterations to 1e-6 relative residual, set-up and solve seconds, ns per unknown per
 iteration.  pyamg (serial only) runs smoothed aggregation + CG on the same matrix
-(``pip install pyamg``).  Results go to JSON (default benchmarks/results/poisson.json).
+(``pip install pyamg``).  Meshes are cut by METIS (``--decomposition``); the global row counts
+of the AMG levels are recorded too.  Results go to JSON (default
+benchmarks/results/poisson_<ranks>rank.json), with the load average before and after: the
+timings are only as good as the machine was quiet.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -25,6 +30,7 @@ import numba
 import numpy as np
 from mpi4py import MPI
 
+from haloflow.linalg import amg as amg_module
 from haloflow.linalg import krylov as K
 from haloflow.linalg.amg import AMG
 from haloflow.linalg.poisson import laplacian, smooth_rhs
@@ -34,11 +40,13 @@ from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import distribute
 
 TOL = 1e-6
+DECOMPOSITION = "metis"
+AGGREGATION = amg_module.AGGREGATION
 
 
 def local_mesh(cells, comm):
     mesh = box(cells) if comm.rank == 0 else None
-    parts = decompose(mesh, comm.size, "metis") if comm.rank == 0 else None
+    parts = decompose(mesh, comm.size, DECOMPOSITION) if comm.rank == 0 else None
     return distribute(mesh, parts, comm), mesh
 
 
@@ -62,7 +70,7 @@ def run_ours(lm, A, b, comm, method):
     comm.Barrier()
     t0 = time.perf_counter()
     if method == "amg-cg":
-        amg = AMG(A, lm, comm)
+        amg = AMG(A, lm, comm, aggregation=AGGREGATION)
         t1 = time.perf_counter()
         info = K.fcg(A, b, x, TOL, 500, red, ws, amg.apply)
     else:
@@ -71,9 +79,11 @@ def run_ours(lm, A, b, comm, method):
     t2 = time.perf_counter()
     setup, solve = comm.allreduce(t1 - t0, op=MPI.MAX), comm.allreduce(t2 - t1, op=MPI.MAX)
     levels = [lev.n for lev in amg.levels] if method == "amg-cg" else []
+    rows = [int(lev.rows) for lev in amg.levels] if method == "amg-cg" else []
     return {"method": method, "iters": info.iters, "setup_s": setup, "solve_s": solve,
             "ns_per_unknown_iter": solve / max(info.iters, 1) / lm.n_cells_global * 1e9,
-            "levels_rank0": levels, "converged": bool(info.converged)}
+            "levels_rank0": levels, "levels_global_rank0": rows,
+            "converged": bool(info.converged)}
 
 
 def run_pyamg(A_scipy, b):
@@ -93,6 +103,7 @@ def run_pyamg(A_scipy, b):
 
 
 def main() -> None:
+    global DECOMPOSITION, AGGREGATION
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes2d", default="64,128,256,512,1024")
     ap.add_argument("--sizes3d", default="32,64,128")
@@ -102,9 +113,15 @@ def main() -> None:
                     help="also the cavity's pressure matrix on this mesh (0: skip)")
     ap.add_argument("--threads", type=int, default=1, help="numba threads per rank")
     ap.add_argument("--no-pyamg", action="store_true")
+    ap.add_argument("--decomposition", default=DECOMPOSITION, help="how the meshes are cut")
+    ap.add_argument("--aggregation", default=AGGREGATION, choices=("global", "local"),
+                    help="AMG aggregates decided on rank 0 for the whole level (global, "
+                         "partition-independent) or per rank (local)")
     ap.add_argument("-o", "--output", type=Path, default=None)
     a = ap.parse_args()
     numba.set_num_threads(a.threads)
+    DECOMPOSITION, AGGREGATION = a.decomposition, a.aggregation
+    load0 = os.getloadavg()
     comm = MPI.COMM_WORLD
     root = comm.rank == 0
     problems = [(f"2D {n}^2", (n, n, 1)) for n in map(int, a.sizes2d.split(",") if a.sizes2d
@@ -113,7 +130,8 @@ def main() -> None:
                                                      else [])]
     rows = []
     if root:
-        print(f"ranks {comm.size}; tolerance {TOL:g} relative residual")
+        print(f"ranks {comm.size} ({DECOMPOSITION}, {AGGREGATION} aggregation); tolerance "
+              f"{TOL:g} relative residual; load average {load0[0]:.2f}")
         print(f"{'problem':>12} {'unknowns':>9} {'method':>12} {'iters':>5} {'setup s':>8} "
               f"{'solve s':>8} {'ns/unk/it':>9}", flush=True)
     if a.cavity:
@@ -146,6 +164,8 @@ def main() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"machine": platform.node(), "ranks": comm.size,
                                    "python": sys.version.split()[0], "tol": TOL,
+                                   "decomposition": DECOMPOSITION, "aggregation": AGGREGATION,
+                                   "load_average_before_after": [load0[0], os.getloadavg()[0]],
                                    "results": rows}, indent=2))
         print(f"wrote {out}")
 

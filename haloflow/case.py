@@ -187,13 +187,34 @@ class _Key:
     default: Any = _REQUIRED
 
 
+def _text(what: str) -> _Kind:
+    def check(v):
+        if not isinstance(v, str) or not v.strip():
+            raise _Invalid
+        return v
+
+    return _Kind(what, check)
+
+
+def _fraction() -> _Kind:
+    def check(v):
+        if not _is_number(v) or not 0.0 < v <= 1.0:
+            raise _Invalid
+        return float(v)
+
+    return _Kind("a number in (0, 1]", check)
+
+
 _POSITIVE = _number(0, strict=True)
+_FRACTION = _fraction()
 _REAL = _number()
 _XYZ = _vector(_REAL, "numbers")
 
+_MESH_TYPE = _Key(_choice("box", "file"), "box")
+
 _SCHEMA: dict[str, Any] = {
-    "mesh": {
-        "type": _Key(_choice("box"), "box"),
+    "mesh": {  # a box; mesh.type = "file" has the keys of _MESH_FILE instead
+        "type": _MESH_TYPE,
         "cells": _Key(_vector(_integer(1), "positive integers")),
         "lengths": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
         "origin": _Key(_XYZ, (0.0, 0.0, 0.0)),
@@ -209,8 +230,19 @@ _SCHEMA: dict[str, Any] = {
         "end_time": _Key(_POSITIVE),
         "steady_tol": _Key(_number(0), 1e-5),
         "n_correctors": _Key(_integer(1), 2),
-        "convection": _Key(_choice("upwind", "linear"), "linear"),
+        "convection": _Key(_choice("upwind", "linear", "linear-upwind"), "linear"),
         "max_steps": _Key(_integer(0), 0),
+        "algorithm": _Key(_choice("piso", "simple"), "piso"),
+        "gradient": _Key(_choice("gauss", "least-squares"), "gauss"),
+        "laplacian": _Key(_choice("corrected", "uncorrected"), "corrected"),
+        "n_nonorth_correctors": _Key(_integer(0), 0),
+        "residual_tol": _Key(_number(0), 1e-5),  # SIMPLE
+        "max_iterations": _Key(_integer(1), 5000),  # SIMPLE
+        "consistent": _Key(_boolean(), False),  # SIMPLEC
+        "relaxation": {  # SIMPLE
+            "U": _Key(_FRACTION, 0.7),
+            "p": _Key(_FRACTION, 0.3),
+        },
         "pressure": {
             "method": _Key(_choice("amg-cg", "cg-jacobi"), "amg-cg"),
             "tol": _Key(_POSITIVE, 1e-8),
@@ -237,17 +269,27 @@ _SCHEMA: dict[str, Any] = {
     "postprocess": {
         "cavity": _Key(_boolean(), False),
         "lid_speed": _Key(_POSITIVE, 1.0),
+        "channel": _Key(_boolean(), False),
+        "channel_x": _Key(_FRACTION, 0.9),  # where the profile is taken, fraction of length
     },
 }
 _SECTIONS = tuple(_SCHEMA)
 
-# A patch table: `type` picks which of U and p it takes, and their defaults.
-_PATCH_TYPE = _Key(_choice("wall", "inlet", "outlet", "empty"))
-_PATCH_VALUES = {"U": _XYZ, "p": _REAL}
+# A mesh read from a file (OpenFOAM polyMesh, Gmsh .msh): its patches come from the file.
+_MESH_FILE = {
+    "type": _MESH_TYPE,
+    "file": _Key(_text("a path to a Gmsh .msh file or an OpenFOAM case or polyMesh directory")),
+}
+
+# A patch table: `type` picks which of U, p and profile it takes, and their defaults.
+_PATCH_TYPE = _Key(_choice("wall", "inlet", "outlet", "symmetry", "slip", "empty"))
+_PATCH_VALUES = {"U": _XYZ, "p": _REAL, "profile": _choice("uniform", "parabolic")}
 _PATCH_TAKES = {
     "wall": {"U": (0.0, 0.0, 0.0)},  # wall velocity: a moving lid, say
-    "inlet": {"U": _REQUIRED},
+    "inlet": {"U": _REQUIRED, "profile": "uniform"},  # U: the mean velocity
     "outlet": {"p": 0.0},
+    "symmetry": {},
+    "slip": {},
     "empty": {},
 }
 
@@ -308,8 +350,10 @@ def load_case(source: str | Path, overrides: Iterable[str] = ()) -> Case:
         keys, value = _parse_override(text)
         _apply(raw, keys, value, text)
         applied.append((keys, text))
+    # a mesh file is relative to the case file, or to the working directory if --set gave it
+    by_override = any(keys[:2] == ("mesh", "file") for keys, _ in applied)
     try:
-        parts = _resolve(raw)
+        parts = _resolve(raw, Path.cwd() if by_override else path.parent)
     except _Problem as p:
         raise CaseError(f"{_blame(p.paths, applied, label)}: {p}") from None
     return Case(**parts, name=path.stem, source=path)
@@ -390,15 +434,38 @@ def _set(text: str) -> str:
 
 # -- validation --------------------------------------------------------------------------------
 
-def _resolve(raw: dict) -> dict:
+def _resolve(raw: dict, base: Path = Path(".")) -> dict:
     _known(raw, _SECTIONS, ())
     out = {}
     for section in _SECTIONS:
-        if section == "boundary":
+        if section == "mesh":
+            out[section] = _mesh(raw.get(section, {}), base)
+        elif section == "boundary":
             out[section] = _boundary(raw.get(section, {}), out["mesh"])
+        elif section == "solver":
+            out[section] = _solver(raw.get(section, {}))
         else:
             out[section] = _table(raw.get(section, {}), _SCHEMA[section], (section,))
+    if out["mesh"].type == "file" and out["postprocess"].cavity:
+        raise _Problem(("postprocess", "cavity"), 'postprocess.cavity: needs mesh.type = "box" '
+                       "(the profiles are taken on the box's centrelines)",
+                       also=[("mesh", "type")])
+    if out["postprocess"].channel:
+        _channel(out)
     return out
+
+
+def _channel(out: dict):
+    """The channel post-processing takes a box with one inlet (its U: the mean velocity)."""
+    where = ("postprocess", "channel")
+    if out["mesh"].type != "box":
+        raise _Problem(where, 'postprocess.channel: needs mesh.type = "box" (the profile is a '
+                       "column of the box's cells)", also=[("mesh", "type")])
+    inlets = [k for k, b in out["boundary"].items() if b.type == "inlet"]
+    if len(inlets) != 1:
+        raise _Problem(where, f"postprocess.channel: needs exactly one inlet patch (its U is "
+                       f"the mean velocity), found {len(inlets)}",
+                       also=[("boundary",)])
 
 
 def _dotted(path: Sequence[str]) -> str:
@@ -440,6 +507,8 @@ def _value(raw: dict, k: str, key: _Key, path: tuple[str, ...]):
         if key.default is _REQUIRED:
             raise _Problem(where, f"{_dotted(where)}: required key missing "
                                   f"(expected {key.kind.what})")
+        if key.default is None:  # optional, no default
+            return None
         return key.kind.check(key.default)
     try:
         return key.kind.check(raw[k])
@@ -448,9 +517,56 @@ def _value(raw: dict, k: str, key: _Key, path: tuple[str, ...]):
                               f"got {_shown(raw[k])}") from None
 
 
+def _mesh(raw, base: Path) -> SimpleNamespace:
+    """The [mesh] table: its keys depend on its type; a file's path is made absolute."""
+    path = ("mesh",)
+    _is_table(raw, path)
+    kind = _value(raw, "type", _MESH_TYPE, path)
+    schema = _MESH_FILE if kind == "file" else _SCHEMA["mesh"]
+    for k in raw:
+        if k not in schema and k in {**_SCHEMA["mesh"], **_MESH_FILE}:
+            raise _Problem(path + (k,), f"mesh.{k}: not a key of a mesh of type {_fmt(kind)} "
+                                        f"(its keys are: {', '.join(schema)})",
+                           also=[path + ("type",)])
+    out = _table(raw, schema, path)
+    if kind == "file":
+        where = (base / Path(out.file).expanduser()).resolve()
+        if not where.exists():
+            raise _Problem(path + ("file",), f"mesh.file: no such file or directory "
+                                             f"{_shown(out.file)} (looked for {where})")
+        out.file = str(where)
+    return out
+
+
+def _solver(raw) -> SimpleNamespace:
+    """The [solver] table: SIMPLE is steady, so ``dt`` and ``end_time`` are optional there
+    (and unused)."""
+    path = ("solver",)
+    _is_table(raw, path)
+    schema = _SCHEMA["solver"]
+    _known(raw, list(schema), path)  # a typo explains more than a bad algorithm
+    algorithm = _value(raw, "algorithm", schema["algorithm"], path)
+    if algorithm == "simple":
+        schema = {k: _Key(v.kind, None) if k in ("dt", "end_time") else v
+                  for k, v in schema.items()}
+    out = _table(raw, schema, path)
+    if out.consistent and out.relaxation.U == 1.0:
+        raise _Problem(path + ("relaxation", "U"), "solver.relaxation.U: must be below 1 with "
+                       "consistent = true (SIMPLEC divides by A - sum|a_nb|, which vanishes "
+                       "without relaxation)", also=[path + ("consistent",)])
+    return out
+
+
 def _patches(mesh: SimpleNamespace) -> tuple[str, ...]:
-    """The mesh's patch names, known without building the mesh."""
-    return BOX_PATCHES  # the only mesh.type so far
+    """The mesh's patch names, known without building the mesh (a file's: read from it)."""
+    if mesh.type != "file":
+        return BOX_PATCHES
+    from .mesh import MeshError, patch_names  # numpy only: no numba on this path
+
+    try:
+        return tuple(patch_names(mesh.file))
+    except MeshError as e:
+        raise _Problem(("mesh", "file"), f"mesh.file: {e}") from None
 
 
 def _boundary(raw, mesh: SimpleNamespace) -> dict[str, SimpleNamespace]:

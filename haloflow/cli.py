@@ -32,7 +32,10 @@ exit codes: 0 success, 1 internal error, 2 bad input, 3 the solution diverged.
 # Sub-commands other than `run`: each module has add_parser(subparsers) and main(args).
 COMMANDS = {
     "bench": ".bench.halo",
+    "mesh": ".mesh.cli",
     "netpipe": ".bench.netpipe",
+    "scale": ".study.scale",
+    "predict": ".study.predict",
 }
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .mpiutil import UserError
 
-SUMMARY_PHASES = ("assemble", "solve_U", "solve_p", "halo", "monitor")
+SUMMARY_PHASES = ("assemble", "fluxes", "solve_U", "solve_p", "halo", "monitor")
 
 
 class RunError(UserError):
@@ -106,20 +106,31 @@ def _fmt_s(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
+def _amg(solver):
+    return getattr(solver, "p_amg", None)
+
+
+def _exchangers(solver, ex) -> list:
+    """The solver's exchanger and those of the AMG's distributed coarse levels."""
+    amg = _amg(solver)
+    return [ex] + (amg.coarse_exchangers() if amg else [])
+
+
 def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
              quiet: bool = False) -> dict:
     """Run ``case`` on ``comm``; returns the summary dict on rank 0 ({} elsewhere)."""
     import numba
 
     from .io import cavity as cavity_post
+    from .io import channel as channel_post
     from .io import plots, vtk
-    from .mesh.blocks import box
+    from .mesh import MeshError, from_case
     from .parallel import halo
     from .parallel import profile as profiling
     from .parallel.decompose import decompose
     from .parallel.local import distribute
     from .parallel.timers import Timers
-    from .physics.incompressible import DivergenceError, PisoSolver
+    from .physics.incompressible import DivergenceError, make_solver
 
     t_start = time.perf_counter()
     root = comm.rank == 0
@@ -145,15 +156,25 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     timers = Timers()
     with timers("setup"):
         mesh = parts = None
+        err = None
         if root:
-            m = case.mesh
-            mesh = box(m.cells, m.lengths, m.origin, m.grading)
-            parts = decompose(mesh, comm.size, case.parallel.decomposition)
+            notes: list[str] = []
+            try:
+                mesh = from_case(case.mesh, notes)
+            except MeshError as e:  # read on rank 0 only: every rank must stop with it
+                err = str(e)
+            for n in notes:
+                log(f"mesh: {n}")
+            if err is None:
+                parts = decompose(mesh, comm.size, case.parallel.decomposition)
+        err = comm.bcast(err, root=0)
+        if err:
+            raise RunError(err)
         lmesh = distribute(mesh, parts, comm)
         del mesh
         # the solver's fields are numpy arrays: device staging is emulated, copies counted
         ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
-        solver = PisoSolver(lmesh, case, comm, ex, timers)
+        solver = make_solver(lmesh, case, comm, ex, timers)
     counts = comm.gather((lmesh.n_owned, lmesh.n_ghost, len(lmesh.neighbours)), root=0)
     s = case.solver
     if root:
@@ -165,34 +186,48 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         log(f"  cells per rank {own.min()}..{own.max()} (imbalance {own.max() / own.mean():.3f}), "
             f"ghosts {sum(c[1] for c in counts)}, neighbours per rank max "
             f"{max(c[2] for c in counts)}")
-        log(f"  dt {s.dt:g}, end_time {s.end_time:g}, steady_tol {s.steady_tol:g}, "
-            f"solved velocity components {[int(d) for d in solver.comps]}")
+        if solver.algorithm == "simple":
+            log(f"  SIMPLE{'C' if s.consistent else ''}, relaxation U {s.relaxation.U:g} "
+                f"p {s.relaxation.p:g}, residual_tol {s.residual_tol:g}, max_iterations "
+                f"{s.max_iterations}, solved velocity components {[int(d) for d in solver.comps]}")
+        else:
+            log(f"  dt {s.dt:g}, end_time {s.end_time:g}, steady_tol {s.steady_tol:g}, "
+                f"solved velocity components {[int(d) for d in solver.comps]}")
+        log(f"  convection {s.convection}, gradient {s.gradient}, laplacian {s.laplacian}"
+            f"{' (non-orthogonal mesh)' if solver.nonorth else ''}")
         log(f"  output: {outdir}")
 
     # time loop
     rows, history = [], []
+    first_s, first_record, first_amg = 0.0, None, None
     converged = False
     step = 0
     t_loop = time.perf_counter()
     max_steps = s.max_steps or None
-    n_target = int(math.ceil(s.end_time / s.dt - 1e-9))
-    bar = ProgressBar(s.end_time, enabled=root and not quiet and sys.stdout.isatty())
+    dt, end_time, tol = solver.dt, solver.end_time, solver.steady_tol  # SIMPLE: 1, iterations
+    n_target = int(math.ceil(end_time / dt - 1e-9))
+    bar = ProgressBar(end_time, enabled=root and not quiet and sys.stdout.isatty())
     try:
         while step < n_target and (max_steps is None or step < max_steps):
             info = solver.step()
             step += 1
+            if step == 1:  # one-time costs (AMG set-up, loading kernels) stay out of profiles
+                first_s = time.perf_counter() - t_loop
+                first_record = profiling.rank_record(lmesh, timers, _exchangers(solver, ex),
+                                                     solver.red.stats, first_s)
+                first_amg = _amg(solver).profile() if _amg(solver) else None
             ui = [i.iters for i in info.u_solves]
             pi = [i.iters for i in info.p_solves]
             rows.append((step, solver.time, *(i.res0 for i in info.u_solves), sum(ui),
                          info.p_solves[0].res0, sum(pi), info.continuity, info.change))
-            converged = s.steady_tol > 0.0 and info.change < s.steady_tol
+            converged = solver.converged(info)
             if root:
                 if step % 10 == 1 or not history:
-                    history.append((step, info.change))
+                    history.append((step, solver.steady_measure(info)))
                     history[:] = history[-20:]
                 if bar.enabled or step % case.output.log_every == 0 or converged or step == 1:
                     el = time.perf_counter() - t_loop
-                    eta = _eta(el / step, solver.time, s.end_time, s.dt, history, s.steady_tol)
+                    eta = _eta(el / step, solver.time, end_time, dt, history, tol)
                     bar.update(solver.time, f"dU/dt {info.change:8.2e}  p {sum(pi):3d} it  "
                                             f"{el / step * 1e3:6.1f} ms/step  ETA {_fmt_s(eta)}")
                 if step % case.output.log_every == 0 or converged or step == 1:
@@ -209,10 +244,16 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         bar.stop()
     loop_s = time.perf_counter() - t_loop
     if root:
-        why = "steady state reached" if converged else (
-            "max_steps reached" if max_steps and step >= max_steps else "end_time reached")
-        log(f"{why} after {step} steps, t = {solver.time:.6g}, {loop_s:.2f} s "
-            f"({loop_s / max(step, 1) * 1e3:.2f} ms/step)")
+        simple = solver.algorithm == "simple"
+        why = ("converged: residuals below residual_tol" if simple else "steady state reached") \
+            if converged else ("max_steps reached" if max_steps and step >= max_steps else
+                               "max_iterations reached" if simple else "end_time reached")
+        if simple:
+            log(f"SIMPLE {why} after {step} iterations, {loop_s:.2f} s "
+                f"({loop_s / max(step, 1) * 1e3:.2f} ms/iteration)")
+        else:
+            log(f"{why} after {step} steps, t = {solver.time:.6g}, {loop_s:.2f} s "
+                f"({loop_s / max(step, 1) * 1e3:.2f} ms/step)")
 
     # outputs
     with timers("io"):
@@ -222,20 +263,39 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
                     "cell_id": lmesh.global_cells[: lmesh.n_owned].astype(float)}
             vtk.write_fields(str(outdir), case.name, lmesh, data, comm)
         post = {}
-        if case.postprocess.cavity or case.output.plots:
+        if case.postprocess.cavity or case.postprocess.channel or case.output.plots:
             gathered = cavity_post.gather_velocity(lmesh, solver.bc, solver.U, comm)
         if root and case.postprocess.cavity:
             post = cavity_post.postprocess(str(outdir), case, gathered, case.output.plots)
+        channel = None
+        if root and case.postprocess.channel:
+            channel = channel_post.postprocess(str(outdir), case, gathered[0], gathered[1],
+                                               case.output.plots)
         if root and case.output.plots:
             cc, uc, bxy, bu = gathered
-            (x0, y0, _), (lx, ly, _) = case.mesh.origin, case.mesh.lengths
+            if case.mesh.type == "box":
+                (x0, y0, _), (lx, ly, _) = case.mesh.origin, case.mesh.lengths
+                bounds = (x0, x0 + lx, y0, y0 + ly)
+            else:  # a mesh file: the extent of its walls, inlets and outlets
+                lo, hi = (bxy.min(axis=0), bxy.max(axis=0)) if len(bxy) else \
+                    (cc.min(axis=0), cc.max(axis=0))
+                bounds = (lo[0], hi[0], lo[1], hi[1])
             plots.velocity_png(outdir / "plots" / "velocity.png", cc, uc,
-                               (x0, x0 + lx, y0, y0 + ly), title=f"{case.name}: |U|",
+                               bounds, title=f"{case.name}: |U|",
                                boundary_xy=bxy, boundary_U=bu)
 
-    exchangers = [ex] + (solver.p_amg.coarse_exchangers() if solver.p_amg else [])
-    records = comm.gather(profiling.rank_record(lmesh, timers, exchangers, solver.red.stats,
-                                                loop_s), root=0)
+    mesh_dims = len(solver.comps)  # 2 for one-cell-thick cases with empty front and back
+    mpi_call_s = profiling.mpi_call_seconds() if root else None
+    kernel_call_s = profiling.kernel_call_seconds() if root else None
+    amg_info = _amg(solver).profile() if _amg(solver) else None
+    exchangers = _exchangers(solver, ex)
+    record = profiling.rank_record(lmesh, timers, exchangers, solver.red.stats, loop_s)
+    prof_steps, first = step, 0  # profiles count the steps after the first
+    if step > 1:
+        record = profiling.since(record, first_record)
+        amg_info = profiling.amg_since(amg_info, first_amg)
+        prof_steps, first = step - 1, 1
+    records = comm.gather(record, root=0)
     halo_stats = comm.gather(ex.stats.as_dict(), root=0)
     for e in exchangers:
         e.close()
@@ -253,10 +313,17 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         plots.residuals_png(outdir / "plots" / "residuals.png", arr[:, 0], cols,
                             title=f"{case.name}: initial residuals and steady measure")
     u_it = arr[:, 2 + ncomp] / max(ncomp, 1) if len(arr) else np.zeros(1)
-    p_it = arr[:, 4 + ncomp] / s.n_correctors if len(arr) else np.zeros(1)
-    prof = profiling.summarise(records, step, {
-        "p_iters": float(np.mean(arr[:, 4 + ncomp])) if len(arr) else 0.0,
-        "u_iters": float(np.mean(arr[:, 2 + ncomp])) if len(arr) else 0.0})
+    p_it = arr[:, 4 + ncomp] / solver.n_corr if len(arr) else np.zeros(1)
+    prof = profiling.summarise(records, prof_steps, {
+        "p_iters": float(np.mean(arr[first:, 4 + ncomp])) if len(arr) else 0.0,
+        "u_iters": float(np.mean(arr[first:, 2 + ncomp])) if len(arr) else 0.0}, {
+        "first_step_s": first_s if step else 0.0,
+        "case": {"name": case.name, "threads": threads, "halo": case.parallel.halo,
+                 "decomposition": case.parallel.decomposition},
+        "mesh": {"cells": int(lmesh.n_cells_global), "dims": mesh_dims},
+        "machine": {**profiling.machine(), "mpi_call_s": mpi_call_s,
+                    "kernel_call_s": kernel_call_s},
+        **({"amg": amg_info} if amg_info else {})})
     profiling.write(outdir / "profile.json", prof)
     for line in profiling.table(prof):
         log(line)
@@ -267,12 +334,17 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         "ranks": comm.size,
         "threads": threads,
         "steps": step,
+        "algorithm": solver.algorithm,
+        "iterations": step if solver.algorithm == "simple" else None,
         "sim_time": solver.time,
         "dt": s.dt,
         "converged": bool(converged),
         "final_dU_dt": float(arr[-1, -1]) if len(arr) else None,
+        "final_residual": float(max(arr[-1, 2:2 + ncomp].max(initial=0.0), arr[-1, 3 + ncomp]))
+        if len(arr) else None,
         "wall_s": wall_s,
         "loop_s": loop_s,
+        "first_step_s": first_s,
         "s_per_step": loop_s / max(step, 1),
         "ns_per_cell_step": loop_s / max(step, 1) / lmesh.n_cells_global * 1e9,
         "p_solver": case.solver.pressure.method,
@@ -295,6 +367,10 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         if "max_dev" in post:
             log(f"Ghia et al. (1982), Re = {post['re']:g}: max |du| {post['max_du']:.4f}, "
                 f"max |dv| {post['max_dv']:.4f}")
+    if channel:
+        summary["channel"] = channel
+        log(f"channel, Re = {channel['re']:g}: profile at x = {channel['x']:.4g} against "
+            f"Poiseuille flow: max |u - u_exact| / u_max = {channel['max_rel_error']:.5f}")
     with open(outdir / "summary.json", "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2)
     log(f"results in {os.path.abspath(outdir)} (summary.json, profile.json, log.txt, "

@@ -18,9 +18,14 @@ def warm() -> None:
     from .runner import run_case
 
     halo.warm()
-    for strategy in ("packed", "overlap"):  # the plain and the overlapped SpMV kernels
-        case = load_case("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2",
-                                    "output.plots=false", f"parallel.halo={strategy}"])
+    small = [  # the plain and overlapped SpMVs; PISO and SIMPLE; inlet/outlet boundaries
+        ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "parallel.halo=packed"]),
+        ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "parallel.halo=overlap"]),
+        ("channel", ["mesh.cells=[12,4,1]", "solver.max_iterations=2"]),
+        ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2"]),
+    ]
+    for name, overrides in small:
+        case = load_case(name, overrides + ["output.plots=false", "output.fields=false"])
         with tempfile.TemporaryDirectory(prefix="haloflow-warmup-") as tmp:
             run_case(case, Path(tmp) / "run", MPI.COMM_SELF, quiet=True)
 

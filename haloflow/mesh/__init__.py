@@ -1,0 +1,70 @@
+"""Global meshes: the data model, the box generator, file readers and quality checks.
+
+The readers are imported on demand, so ``import haloflow.mesh`` stays cheap for the case
+validator, which asks a mesh file for its patch names and nothing else.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+__all__ = ["MeshError", "from_case", "mesh_format", "patch_names", "read_mesh"]
+
+
+class MeshError(ValueError):
+    """A mesh file cannot be read; the message names the file and, where it can, the line."""
+
+
+def mesh_format(path: str | Path) -> str:
+    """``"foam"`` or ``"gmsh"``: the reader for ``path``, told by suffix and directory layout."""
+    p = Path(path)
+    if p.suffix.lower() == ".msh":
+        return "gmsh"
+    if p.is_dir() or p.suffix.lower() == ".foam":
+        return "foam"
+    if p.is_file() and ((p.parent / "owner").exists() or (p.parent / "owner.gz").exists()):
+        return "foam"  # one of the polyMesh files themselves
+    raise MeshError(f"{path}: not a mesh this reader knows (expected a Gmsh .msh file or an "
+                    "OpenFOAM case or polyMesh directory)")
+
+
+def read_mesh(path: str | Path, notes: list[str] | None = None):
+    """Read an OpenFOAM polyMesh or a Gmsh file into a :class:`~haloflow.mesh.core.Mesh`.
+
+    What the reader had to decide for the user (unassigned faces, reordered faces, patch types
+    it cannot honour) goes to ``notes``, or becomes a warning when no list is given.
+    """
+    sink: list[str] = [] if notes is None else notes
+    if mesh_format(path) == "gmsh":
+        from .gmsh import read_gmsh
+
+        mesh = read_gmsh(path, notes=sink)
+    else:
+        from .foam import read_foam
+
+        mesh = read_foam(path, notes=sink)
+    if notes is None:
+        for n in sink:
+            warnings.warn(f"{path}: {n}", stacklevel=2)
+    return mesh
+
+
+def patch_names(path: str | Path) -> list[str]:
+    """The patch names ``read_mesh(path)`` will produce, read as cheaply as the format allows."""
+    if mesh_format(path) == "gmsh":
+        from .gmsh import gmsh_patch_names
+
+        return gmsh_patch_names(path)
+    from .foam import foam_patch_names
+
+    return foam_patch_names(path)
+
+
+def from_case(m, notes: list[str] | None = None):
+    """The global mesh a case's ``[mesh]`` section describes (``case.mesh``)."""
+    if m.type == "file":
+        return read_mesh(m.file, notes)
+    from .blocks import box
+
+    return box(m.cells, m.lengths, m.origin, m.grading)

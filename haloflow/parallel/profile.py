@@ -10,16 +10,20 @@ of measuring again.  Schema: docs/profile.md.
 from __future__ import annotations
 
 import json
+import os
+import platform
+from time import perf_counter
 
 import numpy as np
 
-SCHEMA = 1
+SCHEMA = 2
 # Phases inside the time loop.  They do not overlap, except "halo_solve" (the exchanges made
 # by matrix-vector products), which is part of solve_U and solve_p; "halo" is the solver's
 # other exchanges.
-LOOP_PHASES = ("assemble", "solve_U", "solve_p", "halo", "monitor", "halo_solve")
-NESTED = ("halo_solve",)
-HALO_KEYS = ("calls", "messages", "bytes", "pack_s", "wait_s", "unpack_s")
+LOOP_PHASES = ("assemble", "fluxes", "solve_U", "solve_p", "halo", "monitor", "halo_solve",
+               "amg_gathered")
+NESTED = ("halo_solve", "amg_gathered")
+HALO_KEYS = ("calls", "fields", "messages", "bytes", "pack_s", "wait_s", "unpack_s")
 
 
 def rank_record(lmesh, timers, exchangers, reduce_stats, loop_s: float) -> dict:
@@ -37,14 +41,81 @@ def rank_record(lmesh, timers, exchangers, reduce_stats, loop_s: float) -> dict:
     }
 
 
+def since(record: dict, earlier: dict) -> dict:
+    """The loop figures of ``record`` minus those of an ``earlier`` record of the same rank
+    (the first time step, whose one-time costs a per-step profile leaves out).  Phases
+    outside the loop (set-up, I/O) are kept whole."""
+    out = dict(record)
+    out["loop_s"] = record["loop_s"] - earlier["loop_s"]
+    out["phases"] = {}
+    for k, v in record["phases"].items():
+        e = earlier["phases"].get(k) if k in LOOP_PHASES else None
+        out["phases"][k] = v if e is None else {
+            "seconds": v["seconds"] - e["seconds"], "calls": v["calls"] - e["calls"]}
+    out["halo"] = {k: record["halo"][k] - earlier["halo"][k] for k in HALO_KEYS}
+    out["allreduce"] = {k: record["allreduce"][k] - earlier["allreduce"][k]
+                        for k in ("calls", "seconds")}
+    return out
+
+
+def amg_since(info: dict | None, earlier: dict | None) -> dict | None:
+    """AMG level exchanges made since ``earlier`` (same hierarchy)."""
+    if not info or not earlier or len(info["levels"]) != len(earlier["levels"]):
+        return info
+    levels = [{**lv, "exchanges": lv["exchanges"] - e["exchanges"]}
+              for lv, e in zip(info["levels"], earlier["levels"], strict=True)]
+    return {**info, "levels": levels}
+
+
+def mpi_call_seconds(repeat: int = 2000) -> float:
+    """Seconds one fused allreduce costs in haloflow's Python layer with no network under it
+    (``MPI_Allreduce`` of two doubles on a 1-rank communicator, called as the solvers call
+    it).  The performance model adds it to every reduction the wire latency does not cover."""
+    from mpi4py import MPI
+
+    from ..linalg.krylov import Reducer
+
+    red = Reducer(MPI.COMM_SELF)
+    red.parallel = True  # time the MPI path even on one rank
+    best = float("inf")
+    for _ in range(3):
+        t0 = perf_counter()
+        for _ in range(repeat):
+            red.sum(1.0, 2.0)
+        best = min(best, (perf_counter() - t0) / repeat)
+    return best
+
+
+def kernel_call_seconds(repeat: int = 2000) -> float:
+    """Seconds one compiled kernel call costs with no work in it (numba dispatch and the
+    Python around it): the floor of every step that more ranks do not shrink."""
+    import numpy as np
+
+    from ..linalg.krylov import _dot2
+
+    a = np.ones(1)
+    best = float("inf")
+    for _ in range(3):
+        t0 = perf_counter()
+        for _ in range(repeat):
+            _dot2(a, a, a, a, 1)
+        best = min(best, (perf_counter() - t0) / repeat)
+    return best
+
+
+def machine() -> dict:
+    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()}
+
+
 def _spread(values) -> dict:
     v = np.asarray(values, dtype=float)
     return {"per_rank": v.tolist(), "min": float(v.min()), "mean": float(v.mean()),
             "max": float(v.max())}
 
 
-def summarise(records: list[dict], steps: int, iterations: dict) -> dict:
-    """The profile.json document from every rank's record (rank 0)."""
+def summarise(records: list[dict], steps: int, iterations: dict, extra: dict | None = None) -> dict:
+    """The profile.json document from every rank's record (rank 0); ``extra`` adds keys such
+    as ``mesh`` and ``machine`` that the performance model reads."""
     loop = np.array([r["loop_s"] for r in records])
     names = sorted({k for r in records for k in r["phases"]},
                    key=lambda k: (k not in LOOP_PHASES, k))
@@ -78,11 +149,13 @@ def summarise(records: list[dict], steps: int, iterations: dict) -> dict:
         "comm_fraction": float(comm_s.mean() / loop.mean()) if loop.mean() > 0 else 0.0,
         "per_step": {
             "halo_exchanges": halo["calls"]["mean"] / n,
+            "field_exchanges": halo["fields"]["mean"] / n,
             "messages": halo["messages"]["mean"] / n,
             "bytes": halo["bytes"]["mean"] / n,
             "allreduces": red["calls"]["mean"] / n,
             **{k: v for k, v in iterations.items()},
         },
+        **(extra or {}),
     }
 
 

@@ -1,12 +1,15 @@
 """Transient incompressible Navier-Stokes: PISO on a collocated grid with Rhie-Chow fluxes.
 
 Per step (implicit Euler): assemble momentum with the old face flux (implicit upwind, plus an
-explicit correction to linear interpolation when ``convection = "linear"``), solve a
-predictor, then ``n_correctors`` pressure corrections.  Face fluxes are built from the
-interpolated ``H/A`` and a compact pressure gradient (Rhie-Chow), so the pressure equation
-and the corrected fluxes are exactly consistent: after each corrector the fluxes are
-divergence-free to the pressure solver's tolerance.  Velocity is stored as ``U[3, n_cells]``
-so that each component is a contiguous field for the halo exchange.
+explicit correction to linear or linear-upwind interpolation, and the non-orthogonal part of
+the diffusion on non-orthogonal meshes), solve a predictor, then ``n_correctors`` pressure
+corrections.  Face fluxes are built from the interpolated ``H/A`` and a compact pressure
+gradient (Rhie-Chow); on non-orthogonal meshes the explicit part of the pressure flux moves
+into the predicted flux, so the pressure equation and the corrected fluxes stay exactly
+consistent: after each corrector the fluxes are divergence-free to the pressure solver's
+tolerance.  The steady SIMPLE variant (``simple.py``) reuses every piece.  Velocity is
+stored as ``U[3, n_cells]`` so that each component is a contiguous field for the halo
+exchange.
 """
 
 from __future__ import annotations
@@ -22,8 +25,22 @@ from ..linalg.krylov import Reducer, SolveInfo, Workspace, bicgstab, fcg, pcg
 from ..linalg.matrix import DistMatrix, Pattern
 from ..linalg.precond import SymmetricGaussSeidel
 from ..parallel.timers import NULL_TIMERS
-from .bcs import EMPTY, FIXED, build_boundary, solved_components
-from .schemes import face_coeffs, gauss_gradient, gauss_gradient_part
+from .bcs import (
+    EMPTY,
+    FIXED,
+    SYMMETRY,
+    ZERO_GRADIENT,
+    build_boundary,
+    solved_components,
+    velocity_boundary_values,
+)
+from .schemes import (
+    Gradient,
+    face_coeffs,
+    linear_upwind_source,
+    nonorth_diffusion_source,
+    nonorth_flux_correction,
+)
 
 DIVERGED_SPEED = 1e3  # rms speed, in units of the largest boundary speed, taken as blow-up
 
@@ -37,7 +54,12 @@ class StepInfo:
     u_solves: list  # SolveInfo per solved component
     p_solves: list  # SolveInfo per corrector
     continuity: float  # dt * volume-weighted mean |div phi| after the last corrector
-    change: float  # ||U - U_old|| / (dt ||U||): relative change per unit time
+    change: float  # ||U - U_old|| / (dt ||U||): relative change per unit time (or iteration)
+
+    @property
+    def residual(self) -> float:
+        """The largest initial residual of the step's momentum and first pressure solve."""
+        return max([i.res0 for i in self.u_solves] + [self.p_solves[0].res0])
 
 
 @nb.njit(cache=True)
@@ -57,15 +79,22 @@ def momentum_coeffs(owner, neighbour, phi, gdiff, nu, vol, dt, ukind, diag, lowe
         k = ukind[f - ni]
         if k == FIXED:
             diag[owner[f]] += nu * gdiff[f]
+        elif k == SYMMETRY:  # diffusion to the mirror image of the cell, 2x as far as the face
+            diag[owner[f]] += 0.5 * nu * gdiff[f]
         elif k != EMPTY:  # zero gradient: outflow carries the cell value
             diag[owner[f]] += max(phi[f], 0.0)
 
 
 @nb.njit(cache=True)
 def momentum_source(owner, neighbour, weight, phi, gdiff, nu, vol, dt, ukind, uvalue, U, Uold,
-                    linear, comps, b0):
+                    linear, comps, b0, sf):
     """Right-hand side without the pressure gradient: time term, boundary values and the
-    deferred correction from upwind to linear interpolation."""
+    deferred correction from upwind to linear interpolation.
+
+    A symmetry face diffuses towards the cell's mirror image (velocity reflected, twice the
+    face distance away), whose value lags by a step or iteration: the coefficients are
+    those of a cell next to its mirror image, so a half domain converges to the same
+    solution as the full, symmetric one."""
     ni = len(neighbour)
     for d in comps:
         for c in range(len(vol)):
@@ -90,6 +119,14 @@ def momentum_source(owner, neighbour, weight, phi, gdiff, nu, vol, dt, ukind, uv
             coef = nu * gdiff[f] - phi[f]
             for d in comps:
                 b0[d, o] += coef * uvalue[b, d]
+        elif k == SYMMETRY:
+            m = np.sqrt(sf[f, 0] ** 2 + sf[f, 1] ** 2 + sf[f, 2] ** 2)
+            un = 0.0
+            for d in range(3):
+                un += U[d, o] * sf[f, d] / m
+            coef = 0.5 * nu * gdiff[f]
+            for d in comps:
+                b0[d, o] += coef * (U[d, o] - 2.0 * un * sf[f, d] / m)
         elif k != EMPTY and phi[f] < 0.0:  # zero-gradient inflow: explicit
             for d in comps:
                 b0[d, o] -= phi[f] * U[d, o]
@@ -119,7 +156,7 @@ def predicted_fluxes(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uval
         if ukind[b] == FIXED:
             for d in range(3):
                 s += uvalue[b, d] * sf[f, d]
-        elif ukind[b] != EMPTY:
+        elif ukind[b] == ZERO_GRADIENT:
             for d in range(3):
                 s += HbyA[d, o] * sf[f, d]
         phiH[f] = s
@@ -199,6 +236,8 @@ def change_norms(U, Uold, vol, comps, n_owned):
 class PisoSolver:
     """State and one-step advance of the incompressible equations on one rank."""
 
+    algorithm = "piso"
+
     def __init__(self, lmesh, case, comm, exchanger, timers=NULL_TIMERS):
         self.lm = lmesh
         self.comm = comm
@@ -206,8 +245,9 @@ class PisoSolver:
         self.timers = timers
         s = case.solver
         self.nu = float(case.physics.nu)
-        self.dt = float(s.dt)
+        self._set_time(s)
         self.n_corr = int(s.n_correctors)
+        self.n_nonorth = int(s.n_nonorth_correctors)
         self.linear = s.convection == "linear"
         self.p_cfg = s.pressure
         self.u_cfg = s.momentum
@@ -217,11 +257,15 @@ class PisoSolver:
 
         lm = lmesh
         n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
-        self.bc = build_boundary(lm, case.boundary)
+        self.bc = build_boundary(lm, case.boundary, comm)
         self.comps = np.array(solved_components(lm, self.bc, comm), dtype=np.int64)
         self.fc = face_coeffs(lm)
         self.vol = lm.geometry.cell_volumes
         self.sf = lm.geometry.face_areas
+        self.gradient = Gradient(lm, self.fc, s.gradient, self.bc.u_kind == EMPTY, self.comps)
+        # the deferred non-orthogonal parts, only where some face needs them (never on a box)
+        self.nonorth = s.laplacian == "corrected" and self._global_any(self.fc.nonorthogonal)
+        self.linear_upwind = s.convection == "linear-upwind"
         self.p_singular = not bool(self._global_any(self.bc.pressure_fixed_somewhere))
         self.total_volume = comm.allreduce(float(self.vol[: lm.n_owned].sum()))
         # boundary speeds bound an incompressible flow's velocity; far above them it has blown up
@@ -256,43 +300,42 @@ class PisoSolver:
         self._u_fields = [self.U[d] for d in self.comps]
         self._h_fields = [self.HbyA[d] for d in self.comps] + [self.rAU]
         self._p_field = [self.p]
+        self._gp_fields = [self.grad[e] for e in self.comps]
+        self.phiH0 = np.zeros(nf) if self.nonorth else None
+        self.gradU = None
+        if self.nonorth or self.linear_upwind:  # velocity gradients, ghosts exchanged
+            self.gradU = np.zeros((3, 3, n))
+            self.ub = np.zeros((3, nf - ni))
+            self.u_gkind = self.bc.grad_kind
+            self._gu_fields = [self.gradU[d, e] for d in self.comps for e in self.comps]
+
+    def _set_time(self, s) -> None:
+        """Time stepping: the momentum time term uses ``ddt``; ``dt`` advances ``time``."""
+        self.dt = self.ddt = float(s.dt)
+        self.end_time = float(s.end_time)
+        self.steady_tol = float(s.steady_tol)
+
+    def converged(self, info: StepInfo) -> bool:
+        """Steady: the relative change of U per unit time is below ``steady_tol``."""
+        return self.steady_tol > 0.0 and self.steady_measure(info) < self.steady_tol
+
+    def steady_measure(self, info: StepInfo) -> float:
+        return info.change
 
     def _global_any(self, flag: bool) -> bool:
         return self.comm.allreduce(bool(flag), op=MPI.LOR)
 
     def _gradient(self, field, kind, value, out):
-        lm = self.lm
-        gauss_gradient(lm.owner, lm.neighbour, self.fc.weight, self.sf, self.vol, field, kind,
-                       value, out)
+        self.gradient(field, kind, value, out)
 
     def step(self) -> StepInfo:
-        lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
+        lm, T = self.lm, self.timers
         n = lm.n_owned
-        U, p, comps = self.U, self.p, self.comps
+        U, comps = self.U, self.comps
         self.Uold[:, :] = U
 
-        with T("assemble"):
-            momentum_coeffs(lm.owner, lm.neighbour, self.phi, fc.gdiff, self.nu, self.vol,
-                            self.dt, bc.u_kind, self.diag, self.lower, self.upper)
-            self.M.fill(self.diag, self.lower, self.upper)
-            if self.u_pre is not None:
-                self.u_pre.refresh()
-            momentum_source(lm.owner, lm.neighbour, fc.weight, self.phi, fc.gdiff, self.nu,
-                            self.vol, self.dt, bc.u_kind, bc.u_value, U, self.Uold, self.linear,
-                            comps, self.b0)
-            self._gradient(p, bc.p_kind, bc.p_value, self.grad)
-
-        u_solves = []
-        with T("solve_U"):
-            for d in comps:
-                np.multiply(self.vol, self.grad[d], out=self.rhs)
-                np.subtract(self.b0[d], self.rhs, out=self.rhs)
-                u_solves.append(bicgstab(self.M, self.rhs, U[d], self.u_cfg.tol,
-                                         self.u_cfg.max_iter, self.red, self.ws,
-                                         None if self.u_pre is None else self.u_pre.apply))
-        with T("halo"):
-            self.ex.exchange(self._u_fields)
-
+        self._assemble_momentum()
+        u_solves = self._predict()
         p_solves = [self._correct() for _ in range(self.n_corr)]
 
         with T("monitor"):
@@ -304,20 +347,90 @@ class PisoSolver:
         if not np.isfinite(a + b + dv) or rms > DIVERGED_SPEED * self.u_ref:
             raise DivergenceError(
                 f"solution diverged at t = {self.time:.6g} (rms |U| = {rms:.3g}, reference "
-                f"speed {self.u_ref:g}); try a smaller solver.dt")
+                f"speed {self.u_ref:g}); {self._advice}")
         change = np.sqrt(a / b) / self.dt if b > 0.0 else 0.0
         return StepInfo(u_solves, p_solves, self.dt * dv / self.total_volume, change)
 
+    _advice = "try a smaller solver.dt"
+
+    def _assemble_momentum(self) -> None:
+        """Momentum matrix and right-hand side (without the pressure gradient) from the
+        current flux and velocity; the pressure gradient of the current pressure."""
+        lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
+        with T("assemble"):
+            momentum_coeffs(lm.owner, lm.neighbour, self.phi, fc.gdiff, self.nu, self.vol,
+                            self.ddt, bc.u_kind, self.diag, self.lower, self.upper)
+            momentum_source(lm.owner, lm.neighbour, fc.weight, self.phi, fc.gdiff, self.nu,
+                            self.vol, self.ddt, bc.u_kind, bc.u_value, self.U, self.Uold,
+                            self.linear, self.comps, self.b0, self.sf)
+        if self.gradU is not None:
+            self._explicit_momentum()
+        with T("assemble"):
+            self._relax_momentum()
+            self.M.fill(self.diag, self.lower, self.upper)
+            if self.u_pre is not None:
+                self.u_pre.refresh()
+        with T("fluxes"):
+            self._gradient(self.p, bc.p_kind, bc.p_value, self.grad)
+
+    def _relax_momentum(self) -> None:
+        """Implicit under-relaxation of the momentum equation: none in PISO."""
+
+    def _explicit_momentum(self) -> None:
+        """Deferred parts that need velocity gradients: non-orthogonal diffusion and the
+        linear-upwind correction (ghost values of U are current)."""
+        lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
+        with T("fluxes"):
+            velocity_boundary_values(lm.owner, self.sf, bc.u_kind, bc.u_value, self.U,
+                                     lm.n_internal, self.ub)
+            for d in self.comps:
+                self._gradient(self.U[d], self.u_gkind, self.ub[d], self.gradU[d])
+        with T("halo"):
+            self.ex.exchange(self._gu_fields)
+        with T("assemble"):
+            if self.nonorth:
+                nonorth_diffusion_source(lm.owner, lm.neighbour, fc.weight, fc.corr, self.gradU,
+                                         self.comps, self.nu, self.b0)
+            if self.linear_upwind:
+                g = lm.geometry
+                linear_upwind_source(lm.owner, lm.neighbour, self.phi, g.face_centres,
+                                     g.cell_centres, self.gradU, self.comps, self.b0)
+
+    def _predict(self) -> list:
+        """Momentum predictor with the pressure gradient of the current pressure."""
+        T = self.timers
+        u_solves = []
+        with T("solve_U"):
+            for d in self.comps:
+                np.multiply(self.vol, self.grad[d], out=self.rhs)
+                np.subtract(self.b0[d], self.rhs, out=self.rhs)
+                u_solves.append(bicgstab(self.M, self.rhs, self.U[d], self.u_cfg.tol,
+                                         self.u_cfg.max_iter, self.red, self.ws,
+                                         None if self.u_pre is None else self.u_pre.apply))
+        with T("halo"):
+            self.ex.exchange(self._u_fields)
+        return u_solves
+
     def _correct(self) -> SolveInfo:
         """One PISO pressure correction: H/A, pressure equation, flux and velocity update."""
+        info = self._pressure_equation()
+        self._update()
+        return info
+
+    def _hbya(self) -> None:
+        """H/A and V/A on owned cells from the momentum matrix and the current velocity."""
+        n = self.lm.n_owned
+        for d in self.comps:
+            self.M.off_diagonal(self.U[d], self.work)
+            np.subtract(self.b0[d, :n], self.work[:n], out=self.HbyA[d, :n])
+            self.HbyA[d, :n] /= self.M.diag
+        np.divide(self.vol[:n], self.M.diag, out=self.rAU[:n])
+
+    def _pressure_equation(self) -> SolveInfo:
+        """Predicted fluxes of H/A and the pressure equation, solved into ``p``."""
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
-        n = lm.n_owned
         with T("assemble"):
-            for d in self.comps:
-                self.M.off_diagonal(self.U[d], self.work)
-                np.subtract(self.b0[d, :n], self.work[:n], out=self.HbyA[d, :n])
-                self.HbyA[d, :n] /= self.M.diag
-            np.divide(self.vol[:n], self.M.diag, out=self.rAU[:n])
+            self._hbya()
         # interior faces need no ghost value: with an overlapping strategy they are computed
         # while the messages fly, interface and boundary faces after
         pre = (lm.owner, lm.neighbour, fc.weight, self.sf, fc.gdiff, self.HbyA, self.rAU,
@@ -325,26 +438,60 @@ class PisoSolver:
         ni, nint = lm.n_internal, lm.n_interior
         with T("halo"):
             h = self.ex.start(self._h_fields)
-        with T("assemble"):
+        with T("fluxes"):
             if self.ex.overlaps:
                 predicted_fluxes(*pre, 0, nint, False)
         with T("halo"):
             self.ex.finish(h)
-        with T("assemble"):
+        with T("fluxes"):
             predicted_fluxes(*pre, nint if self.ex.overlaps else 0, ni, True)
+        if not self.nonorth:
+            return self._solve_pressure(True)
+        # the non-orthogonal part from the latest pressure gradient, ghosts included;
+        # n_nonorth correctors repeat the solve with the part from the pressure just solved
+        self.phiH0[:] = self.phiH
+        for k in range(1 + self.n_nonorth):
+            if k:
+                with T("halo"):
+                    self.ex.exchange(self._p_field)
+                with T("fluxes"):
+                    self._gradient(self.p, bc.p_kind, bc.p_value, self.grad)
+                self.phiH[:] = self.phiH0
+            with T("halo"):
+                self.ex.exchange(self._gp_fields)
+            with T("fluxes"):
+                nonorth_flux_correction(lm.owner, lm.neighbour, fc.weight, fc.corr, self.rAU,
+                                        self.grad, self.comps, self.phiH)
+            last = self._solve_pressure(k == 0)
+            if k == 0:
+                info = last
+            else:
+                info.iters += last.iters
+                info.res, info.converged = last.res, info.converged and last.converged
+        return info
+
+    def _solve_pressure(self, first: bool) -> SolveInfo:
+        """Assemble and solve the pressure equation from ``phiH``; ``first``: the first solve
+        of this corrector (the AMG is refreshed for the new matrix)."""
+        lm, bc, T = self.lm, self.bc, self.timers
+        n = lm.n_owned
+        with T("assemble"):
             pressure_system(lm.owner, lm.neighbour, self.phiH, self.g, bc.p_kind, bc.p_value,
                             lm.n_cells, self.diag, self.lower, self.upper, self.rhs)
-            self.P.fill(self.diag, self.lower, self.upper)
+            if first:
+                self.P.fill(self.diag, self.lower, self.upper)
             if self.p_singular:  # make the all-Neumann system consistent
                 mean = self.red.sum(float(self.rhs[:n].sum()))[0] / lm.n_cells_global
                 self.rhs[:n] -= mean
         with T("solve_p"):
+            if first:
+                self._before_p_solve()
             cfg = self.p_cfg
             if cfg.method == "amg-cg":
                 if self.p_amg is None:  # aggregates from the first matrix, then refreshed
                     self.p_amg = AMG(self.P, lm, self.comm, strategy=self.halo_name,
-                                     reduce_stats=self.red.stats)
-                else:
+                                     reduce_stats=self.red.stats, timers=T)
+                elif first:
                     self.p_amg.refresh()
                 info = fcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,
                            self.p_amg.apply)
@@ -353,26 +500,43 @@ class PisoSolver:
             if self.p_singular:  # pin the free constant: zero mean pressure
                 mean = self.red.sum(float(self.p[:n].sum()))[0] / lm.n_cells_global
                 self.p[:n] -= mean
+        return info
+
+    def _before_p_solve(self) -> None:
+        """Hook before the pressure solve (SIMPLE keeps the previous pressure)."""
+
+    def _update(self) -> None:
+        """Conservative fluxes from the new pressure, then U = H/A - (V/A) grad p."""
+        lm, bc, T = self.lm, self.bc, self.timers
+        n = lm.n_owned
+        ni, nint = lm.n_internal, lm.n_interior
         cor = (lm.owner, lm.neighbour, self.phiH, self.g, self.p, bc.p_kind, bc.p_value,
                self.phi)
-        grd = (lm.owner, lm.neighbour, fc.weight, self.sf, self.vol, self.p, bc.p_kind,
-               bc.p_value, self.grad, nint)
+        grd = (self.p, bc.p_kind, bc.p_value, self.grad)
         with T("halo"):
             h = self.ex.start(self._p_field)
-        with T("assemble"):
+        with T("fluxes"):
             if self.ex.overlaps:
                 correct_fluxes(*cor, 0, nint, False)
-                gauss_gradient_part(*grd, True)
+                self.gradient.part(*grd, True)
         with T("halo"):
             self.ex.finish(h)
-        with T("assemble"):
+        with T("fluxes"):
             correct_fluxes(*cor, nint if self.ex.overlaps else 0, ni, True)
             if not self.ex.overlaps:
-                gauss_gradient_part(*grd, True)
-            gauss_gradient_part(*grd, False)
+                self.gradient.part(*grd, True)
+            self.gradient.part(*grd, False)
             for d in self.comps:
                 np.multiply(self.rAU[:n], self.grad[d, :n], out=self.work[:n])
                 np.subtract(self.HbyA[d, :n], self.work[:n], out=self.U[d, :n])
         with T("halo"):
             self.ex.exchange(self._u_fields)
-        return info
+
+
+def make_solver(lmesh, case, comm, exchanger, timers=NULL_TIMERS):
+    """The solver of ``case.solver.algorithm``: transient PISO or steady SIMPLE(C)."""
+    if case.solver.algorithm == "simple":
+        from .simple import SimpleSolver
+
+        return SimpleSolver(lmesh, case, comm, exchanger, timers)
+    return PisoSolver(lmesh, case, comm, exchanger, timers)

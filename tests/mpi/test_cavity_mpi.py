@@ -98,14 +98,24 @@ def test_profile_json_on_2_ranks(haloflow_mpi, tmp_path):
     out = tmp_path / "prof"
     s = _run(haloflow_mpi, 2, out, "--steps", "10", "--set", "postprocess.cavity=false")
     p = json.loads((out / "profile.json").read_text())
-    assert p["schema"] == 1 and p["ranks"] == 2 and p["steps"] == 10
+    # the first step (AMG set-up, kernel loading) is left out of the per-step profile
+    assert p["schema"] == 2 and p["ranks"] == 2 and p["steps"] == 9
+    assert 0 < p["first_step_s"] < s["loop_s"]
     assert sum(p["cells"]) == 256 and all(n == 1 for n in p["neighbours"])
     loop = p["loop_s"]["mean"]
     shares = [v["share_of_loop"] for v in p["phases"].values()
               if v["share_of_loop"] is not None and not v["nested"]]
     assert 0.0 < sum(shares) <= 1.0 + 1e-9  # disjoint parts of every rank's loop
-    for k in ("assemble", "solve_U", "solve_p", "halo", "halo_solve", "setup", "io"):
+    for k in ("assemble", "fluxes", "solve_U", "solve_p", "halo", "halo_solve",
+              "amg_gathered", "setup", "io"):
         assert len(p["phases"][k]["per_rank"]) == 2
+    assert p["phases"]["amg_gathered"]["nested"]
+    # what the performance model reads
+    assert p["mesh"] == {"cells": 256, "dims": 2}
+    assert p["machine"]["mpi_call_s"] > 0 and p["machine"]["kernel_call_s"] > 0
+    assert p["halo"]["fields"]["min"] >= p["halo"]["calls"]["min"]
+    levels = p["amg"]["levels"]
+    assert levels[0]["rows"] == 256 and levels[0]["distributed"]
     assert p["halo"]["messages"]["min"] > 0 and p["allreduce"]["calls"]["min"] > 0
     assert p["halo"]["wait_s"]["max"] < loop
     ps = p["per_step"]
@@ -113,3 +123,27 @@ def test_profile_json_on_2_ranks(haloflow_mpi, tmp_path):
     assert ps["halo_exchanges"] >= 7 and ps["allreduces"] >= 4 and ps["p_iters"] > 0
     assert p["imbalance"] >= 1.0 and 0.0 <= p["comm_fraction"] < 1.0  # measured: no tight bound
     assert s["imbalance"] == p["imbalance"]
+
+
+@pytest.mark.mpi
+def test_serial_profile_counts_the_communication_of_a_parallel_run(haloflow_mpi, tmp_path):
+    """What lets `haloflow predict` calibrate from one rank: a serial run counts the
+    allreduces and the coarse-level exchanges a parallel run makes."""
+    profs = {}
+    for n in (1, 2):
+        out = tmp_path / f"r{n}"
+        _run(haloflow_mpi, n, out, "--steps", "3", "--set", "mesh.cells=[160,160,1]",
+             "--set", "solver.dt=0.08", "--set", "parallel.decomposition=rcb",
+             "--set", "postprocess.cavity=false")
+        profs[n] = json.loads((out / "profile.json").read_text())
+    one, two = profs[1], profs[2]
+    assert one["halo"]["messages"]["max"] == 0 and two["halo"]["messages"]["min"] > 0
+    assert one["per_step"]["allreduces"] == pytest.approx(two["per_step"]["allreduces"], rel=0.1)
+    coarse = [[lv for lv in p["amg"]["levels"] if lv["index"] > 0 and lv["distributed"]]
+              for p in (one, two)]
+    assert len(coarse[0]) == len(coarse[1]) >= 1
+    for a, b in zip(*coarse, strict=True):
+        assert a["rows"] == pytest.approx(b["rows"], rel=0.05)
+        assert a["exchanges"] == pytest.approx(b["exchanges"], rel=0.1)
+    assert one["amg"]["gathered_rows"] == pytest.approx(two["amg"]["gathered_rows"], rel=0.1)
+    assert one["phases"]["amg_gathered"]["max"] > 0 and two["phases"]["amg_gathered"]["max"] > 0

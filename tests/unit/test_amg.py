@@ -7,8 +7,9 @@ import pytest
 import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
+from haloflow.linalg import amg as amg_module
 from haloflow.linalg import krylov as K
-from haloflow.linalg.amg import AMG, pairwise
+from haloflow.linalg.amg import AMG, galerkin_pattern, galerkin_refresh, pairwise
 from haloflow.linalg.poisson import laplacian as fv_laplacian
 from haloflow.linalg.poisson import smooth_rhs
 from haloflow.mesh.blocks import box
@@ -46,6 +47,61 @@ def test_pairwise_matches_strongest_couplings():
     lm, A = laplacian((8, 1, 1), grading=(8.0, 1.0, 1.0), dirichlet=False)
     agg, n = pairwise(A.pattern.indptr, A.pattern.indices, A.data, A.pattern.diag_pos, 8, 0.25)
     assert n == 4  # graded: pairs still form, each with its strongest neighbour
+
+
+def test_pairwise_visits_rows_in_key_order():
+    """Rows are visited in key order, equal couplings go to the smallest key: reversed keys
+    pair the chain from its other end, and aggregates are numbered as they are created."""
+    lm, A = laplacian((7, 1, 1), dirichlet=False)
+    p = A.pattern
+    agg, n = pairwise(p.indptr, p.indices, A.data, p.diag_pos, 7, 0.25, key=np.arange(7)[::-1])
+    assert n == 4 and list(agg) == [3, 2, 2, 1, 1, 0, 0]
+
+
+def test_equal_couplings_are_ties_whatever_the_rounding():
+    """Face coefficients of a uniform box differ in the last bits when n is not a power of
+    two; that noise used to pick the partners (14-18 iterations instead of 9)."""
+    for n in (63, 100, 255):
+        for dirichlet in (True, False):
+            lm, A = laplacian((n, n, 1), dirichlet=dirichlet)
+            _, info, _ = solve(lm, A, rhs(lm, zero_mean=not dirichlet), tol=1e-6)
+            assert info.iters <= 11, (n, dirichlet, info.iters)
+
+
+def test_quality_test_refuses_long_aggregates():
+    """mu(G) of the 5-point Laplacian: 2 for a 2 x 2 square, 6.8 for four cells in a row,
+    so with KAPPA = 4.5 the matching never builds the latter."""
+    lm, A = laplacian((8, 8, 1))
+    p = A.pattern
+    absrow = amg_module._abs_offdiag(p.indptr, p.indices, A.data, p.diag_pos, p.n_rows)
+    w, dg = np.zeros((16, 16)), np.zeros(16)
+
+    def ok(cells, kappa):
+        g = np.array([x + 8 * y for x, y in cells] + [0] * (16 - len(cells)))
+        return amg_module._quality_ok(p.indptr, p.indices, A.data, p.diag_pos, absrow, g,
+                                      len(cells), kappa, w, dg)
+
+    square, line = [(3, 3), (4, 3), (3, 4), (4, 4)], [(2, 3), (3, 3), (4, 3), (5, 3)]
+    assert ok(square, 2.01) and not ok(square, 1.99)
+    assert ok(line, 6.9) and not ok(line, 6.7)
+    assert amg_module.KAPPA < 6.7
+
+
+def test_galerkin_pattern_is_the_triple_product():
+    """Structure and coefficients of P^T A P for a piecewise-constant P (random aggregates)."""
+    lm, A = laplacian((9, 7, 5))
+    p = A.pattern
+    agg = np.random.default_rng(3).integers(0, 40, p.n_rows)
+    ip, ix, dp, slot = galerkin_pattern(p.indptr, p.indices, p.n_rows, agg, agg, 40, 40)
+    data = np.zeros(len(ix))
+    galerkin_refresh(slot, A.data, data)
+    P = np.zeros((p.n_rows, 40))
+    P[np.arange(p.n_rows), agg] = 1.0
+    ref = P.T @ A.to_scipy().toarray() @ P
+    got = np.zeros((40, 40))
+    rows = np.repeat(np.arange(40), np.diff(ip).astype(np.int64))
+    got[rows, ix.astype(np.int64)] = data
+    assert np.allclose(got, ref) and np.all(ix.astype(np.int64)[dp] == np.arange(40))
 
 
 @pytest.mark.parametrize("cells", [(24, 24, 1), (10, 10, 10)])

@@ -154,6 +154,7 @@ class AggregatedExchanger(Exchanger):
         st.pack_s += t1 - t0
         st.wait_s += self._clock() - t1
         st.calls += 1
+        st.fields += len(fields)
         st.messages += len(self.neighbours)
         st.bytes += b.send.nbytes
         return fields, b
@@ -175,11 +176,12 @@ class AggregatedExchanger(Exchanger):
 
     def _sync(self) -> None:
         st = self._stats
-        for b in self._bufs.values():
+        for m, b in self._bufs.items():
             c = getattr(b, "ctl", None)
             if c is None:
                 continue
             st.calls += int(c[CALLS])
+            st.fields += int(c[CALLS]) * m
             st.messages += int(c[MSGS])
             st.bytes += int(c[BYTES])
             st.pack_s += float(c[PACK_NS]) * 1e-9

@@ -27,6 +27,7 @@ class HaloStats:
     """
 
     calls: int = 0
+    fields: int = 0  # field exchanges: calls x fields per call (what ghosts cost per step)
     messages: int = 0  # messages sent
     bytes: int = 0  # bytes sent
     pack_s: float = 0.0

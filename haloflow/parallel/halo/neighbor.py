@@ -52,6 +52,7 @@ class NeighborExchanger(Exchanger):
         st.pack_s += t1 - t0
         st.wait_s += self._clock() - t1
         st.calls += 1
+        st.fields += len(fields)
         st.messages += len(self.neighbours)
         st.bytes += b.send.nbytes
         return fields, b, req

@@ -54,6 +54,7 @@ class PackedExchanger(Exchanger):
         fields = tuple(fields)
         st, sp = self._stats, self.space
         st.calls += 1
+        st.fields += len(fields)
         if not self.neighbours:
             return fields, None, []
         b = self._buffers(len(fields))

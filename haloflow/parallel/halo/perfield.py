@@ -39,6 +39,7 @@ class PerFieldExchanger(Exchanger):
     def start(self, fields):
         st, sp = self._stats, self.space
         st.calls += 1
+        st.fields += len(fields)
         if not self.neighbours:
             return None
         for j, f in enumerate(fields):

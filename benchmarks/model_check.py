@@ -1,0 +1,89 @@
+"""How well `haloflow predict` does on this machine: predicted vs measured time per step.
+
+Runs the cavity at CELLS² on each rank count REPEAT times (rank counts taking turns, so a
+change of machine load hits them alike), calibrates the model from the median 1-rank run's
+profile.json only, predicts every rank count on this machine's shared-memory curve, and
+prints predicted vs the median measured time per step.
+
+    .venv/bin/python benchmarks/model_check.py [--cells 256] [--ranks 1,2] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from haloflow.study import model as M  # noqa: E402
+from haloflow.study.predict import halos, load_profile, shm_curve  # noqa: E402
+
+
+def run(cells: int, ranks: int, steps: int, out: Path) -> dict:
+    exe = Path(sys.executable).parent
+    cmd = [str(exe / "mpiexec"), "-n", str(ranks), str(exe / "haloflow"), "run", "cavity",
+           "-o", str(out), "--quiet", "--steps", str(steps),
+           "--set", f"mesh.cells=[{cells},{cells},1]", "--set", f"solver.dt={12.8 / cells!r}",
+           "--set", "output.fields=false", "--set", "output.plots=false",
+           "--set", "postprocess.cavity=false"]
+    subprocess.run(cmd, check=True, env={**os.environ, "NUMBA_NUM_THREADS": "1"},
+                   stdout=subprocess.DEVNULL)
+    return json.loads((out / "profile.json").read_text())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cells", type=int, default=256)
+    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--shm", type=Path, help="shared-memory NetPIPE curve (default: cached)")
+    ap.add_argument("-o", default=str(ROOT / "benchmarks/results/model_check.json"))
+    a = ap.parse_args()
+    ranks = [int(x) for x in a.ranks.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {p: [] for p in ranks}
+        for k in range(a.repeat):
+            for p in ranks:
+                out = Path(tmp) / f"r{p}-{k}"
+                prof = run(a.cells, p, a.steps, out)
+                runs[p].append((prof["s_per_step"], out))
+                print(f"repeat {k + 1}/{a.repeat}, {p} rank(s): {prof['s_per_step']:.4f} s/step",
+                      flush=True)
+        ones = sorted(runs[1])
+        calib = ones[len(ones) // 2][1] / "profile.json"
+        _, w = load_profile(calib)
+        shm = shm_curve(a.shm)
+        cores = os.cpu_count() or 1
+        hs = halos(calib, w, ranks, print)
+        rows = []
+        for p in ranks:
+            pred = M.predict(w, hs[p], shm, shm, cores)
+            meas = np.array([s for s, _ in runs[p]])
+            err = 100 * (pred.step_s / np.median(meas) - 1)
+            rows.append({"ranks": p, "measured_median_s": float(np.median(meas)),
+                         "measured_s": meas.tolist(), "predicted_s": pred.step_s,
+                         "error_percent": err, "compute_s": pred.compute_s,
+                         "halo_s": pred.halo_s, "reduce_s": pred.reduce_s,
+                         "gather_s": pred.gather_s})
+            print(f"{p} rank(s): measured {np.median(meas):.4f} s/step (median of {len(meas)}, "
+                  f"{meas.min():.4f}..{meas.max():.4f}), predicted {pred.step_s:.4f} "
+                  f"({err:+.1f} %): compute {pred.compute_s:.4f}, halo {pred.halo_s:.4f}, "
+                  f"reductions {pred.reduce_s:.4f}, gathers {pred.gather_s:.4f}")
+    doc = {"cells": a.cells ** 2, "steps": a.steps, "repeat": a.repeat,
+           "calibration": "median 1-rank run", "machine": os.uname().nodename,
+           "cpus": os.cpu_count(), "rows": rows}
+    Path(a.o).write_text(json.dumps(doc, indent=1))
+    print(f"wrote {a.o}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Steady incompressible flow: SIMPLE (or SIMPLEC) with under-relaxation.
+
+One iteration is one PISO step without the time term and with a single corrector:
+the momentum equation is relaxed implicitly (``A/aU u = H + (1 - aU)/aU A u_old``), the
+pressure equation is the same Rhie-Chow one, the fluxes take the solved pressure (so they
+stay conservative) and the velocity the relaxed one, ``p_old + ap (p - p_old)``.  With
+``consistent = true`` (SIMPLEC) the pressure equation uses ``1/(A - sum|a_nb|)`` instead of
+``1/A``, which tolerates far larger pressure relaxation.  Every kernel, matrix and the AMG
+are PISO's; the run stops when the initial residuals of all momentum components and of the
+pressure fall below ``residual_tol``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from ..parallel.timers import NULL_TIMERS
+from .incompressible import PisoSolver, StepInfo, correct_fluxes
+
+
+@nb.njit(cache=True)
+def relax_momentum(diag, U, comps, alpha, n, b0):
+    """``diag /= alpha`` and ``b0 += (1 - alpha)/alpha diag U`` on the owned rows."""
+    f = (1.0 - alpha) / alpha
+    for c in range(n):
+        for d in comps:
+            b0[d, c] += f * diag[c] * U[d, c]
+        diag[c] /= alpha
+
+
+@nb.njit(cache=True)
+def consistent_rau(vol, diag, offsum, grad, comps, n, HbyA, rAU):
+    """SIMPLEC: ``rAtU = V/(A + sum a_nb)`` (the off-diagonals are negative) and
+    ``HbyA += (rAtU - rAU) grad p``, so the pressure equation carries the neighbours'
+    share of the velocity correction."""
+    for c in range(n):
+        rat = vol[c] / (diag[c] + offsum[c])
+        for d in comps:
+            HbyA[d, c] += (rat - rAU[c]) * grad[d, c]
+        rAU[c] = rat
+
+
+@nb.njit(cache=True)
+def relax_pressure(p, p_prev, alpha):
+    """``p = p_prev + alpha (p - p_prev)`` on every cell: ghosts too, since both are current."""
+    for c in range(len(p)):
+        p[c] = p_prev[c] + alpha * (p[c] - p_prev[c])
+
+
+class SimpleSolver(PisoSolver):
+    """Steady SIMPLE(C) iterations; ``step()`` is one iteration, ``time`` counts them."""
+
+    algorithm = "simple"
+    _advice = "try smaller solver.relaxation factors"
+
+    def __init__(self, lmesh, case, comm, exchanger, timers=NULL_TIMERS):
+        super().__init__(lmesh, case, comm, exchanger, timers)
+        r = case.solver.relaxation
+        self.alpha_u = float(r.U)
+        self.alpha_p = float(r.p)
+        self.consistent = bool(case.solver.consistent)
+        self.n_corr = 1
+        n = lmesh.n_cells
+        self.p_prev = np.zeros(n)
+        if self.consistent:
+            self.ones = np.ones(n)
+            self.offsum = np.zeros(n)
+
+    def _set_time(self, s) -> None:
+        self.dt = 1.0  # one iteration
+        self.ddt = math.inf  # no time term
+        self.end_time = float(s.max_iterations)
+        self.steady_tol = float(s.residual_tol)
+
+    def steady_measure(self, info: StepInfo) -> float:
+        return info.residual
+
+    def _relax_momentum(self) -> None:
+        relax_momentum(self.diag, self.U, self.comps, self.alpha_u, self.lm.n_owned, self.b0)
+
+    def _hbya(self) -> None:
+        super()._hbya()
+        if self.consistent:
+            self.M.off_diagonal(self.ones, self.offsum)
+            consistent_rau(self.vol, self.M.diag, self.offsum, self.grad, self.comps,
+                           self.lm.n_owned, self.HbyA, self.rAU)
+
+    def _before_p_solve(self) -> None:
+        self.p_prev[:] = self.p
+
+    def _update(self) -> None:
+        """Fluxes from the solved pressure, velocity from the relaxed one."""
+        lm, bc, T = self.lm, self.bc, self.timers
+        n = lm.n_owned
+        with T("halo"):
+            self.ex.exchange(self._p_field)
+        with T("fluxes"):
+            correct_fluxes(lm.owner, lm.neighbour, self.phiH, self.g, self.p, bc.p_kind,
+                           bc.p_value, self.phi, 0, lm.n_internal, True)
+            if self.alpha_p != 1.0:
+                relax_pressure(self.p, self.p_prev, self.alpha_p)
+            self._gradient(self.p, bc.p_kind, bc.p_value, self.grad)
+            for d in self.comps:
+                np.multiply(self.rAU[:n], self.grad[d, :n], out=self.work[:n])
+                np.subtract(self.HbyA[d, :n], self.work[:n], out=self.U[d, :n])
+        with T("halo"):
+            self.ex.exchange(self._u_fields)

@@ -1,0 +1,336 @@
+"""Performance model (DESIGN.md section 6): time per step on P ranks from one run's profile.
+
+One run's ``profile.json`` (usually on one rank) tells how much work a step is and how it
+communicates: compute seconds, the seconds of the AMG levels that parallel runs solve on one
+rank, field exchanges per step on the mesh and on each distributed AMG level, allreduces per
+step and the cost of one MPI call from haloflow's Python layer.  For P ranks the model adds
+
+    compute    (work - fixed) x (largest rank's cells / all cells) + fixed, where fixed is
+               the AMG levels solved on rank 0 plus the cost of the kernel calls themselves
+    halo       per exchange, the busiest rank's messages sent one after another, each priced
+               by the network curve of its link (shared memory within a node)
+    reductions per allreduce, ceil(log2) stages within the node and across nodes, each one
+               small message, plus the Python/MPI call overhead
+    gathers    the coarse AMG problem gathered to and scattered from rank 0
+
+and reports time per step, speedup and efficiency against its own 1-rank figure.  Networks
+are curves (seconds of a one-way transfer vs message size): NetPIPE ``.out`` files, or the
+Hockney line ``latency + bytes / bandwidth`` for presets from published measurements.  The
+ranks' halos come from partitioning the real mesh with the case's own method (exact message
+sizes and neighbours); where the mesh is not at hand, from a structured process grid.
+Assumptions and where the model is known to be wrong: docs/model.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Published figures (one-way latency in seconds, asymptotic bandwidth in bytes/s).
+PRESETS = {
+    "gige-tcp": (50e-6, 100e6, "Gigabit Ethernet, MPI over TCP (NetPIPE-measured)"),
+    "gige-lowlatency": (11e-6, 110e6, "Gigabit Ethernet, low-latency messaging layer"),
+    "infiniband-sdr": (7.6e-6, 822e6, "InfiniBand SDR 4x, MPI"),
+    "infiniband-fdr": (1.0e-6, 6e9, "InfiniBand FDR-class, MPI"),
+}
+CALLS_PER_OP = 2  # compiled kernel calls per exchange or allreduce in the Krylov loops
+REDUCE_BYTES = 24  # a fused allreduce carries a handful of doubles
+GATHER_BELOW = 4000  # haloflow.linalg.amg.GATHER_BELOW: coarser AMG levels live on rank 0
+
+
+class ModelError(ValueError):
+    """A profile or network the model cannot use; the message says which and why."""
+
+
+# -- networks -----------------------------------------------------------------------------------
+
+@dataclass
+class Curve:
+    """One-way transfer time as a function of message size, read off a measured curve."""
+
+    name: str
+    nbytes: np.ndarray  # increasing message sizes
+    seconds: np.ndarray  # one-way time of each
+    description: str = ""
+
+    def __post_init__(self):
+        n = np.asarray(self.nbytes, dtype=np.float64)
+        t = np.asarray(self.seconds, dtype=np.float64)
+        order = np.argsort(n, kind="stable")
+        n, t = n[order], t[order]
+        keep = np.concatenate([[True], np.diff(n) > 0])  # one time per size: the fastest
+        sizes = n[keep]
+        best = np.minimum.reduceat(t, np.flatnonzero(keep))
+        if len(sizes) < 2:
+            raise ModelError(f"network {self.name!r}: need at least two message sizes")
+        self.nbytes, self.seconds = sizes, np.maximum.accumulate(best)  # never faster if bigger
+        tail = max(len(sizes) // 8, 1)  # asymptotic bandwidth from the largest messages
+        dn = sizes[-1] - sizes[-1 - tail]
+        dt = self.seconds[-1] - self.seconds[-1 - tail]
+        self.bandwidth = dn / dt if dt > 0 else sizes[-1] / self.seconds[-1]
+
+    @classmethod
+    def hockney(cls, name: str, latency: float, bandwidth: float, description: str = ""):
+        """``latency + bytes / bandwidth`` sampled from 1 B to 64 MiB."""
+        n = np.unique(np.round(np.logspace(0, 26, 105, base=2.0)))
+        return cls(name, n, latency + n / bandwidth, description)
+
+    @classmethod
+    def from_netpipe(cls, path) -> Curve:
+        from ..bench.npfile import NetpipeFormatError, read_out
+
+        try:
+            d = read_out(path)
+        except (OSError, NetpipeFormatError) as e:
+            raise ModelError(str(e)) from None
+        return cls(str(path), d.bytes, d.seconds, f"NetPIPE curve {path}")
+
+    @property
+    def latency(self) -> float:
+        return float(self.time(1))
+
+    def time(self, nbytes):
+        """Seconds for messages of ``nbytes`` (array or scalar): log-log interpolation inside
+        the measured range, the smallest message's time below it, bandwidth-limited above."""
+        n = np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)
+        inside = np.exp(np.interp(np.log(n), np.log(self.nbytes), np.log(self.seconds)))
+        t = np.where(n <= self.nbytes[0], self.seconds[0], inside)
+        return np.where(n > self.nbytes[-1],
+                        self.seconds[-1] + (n - self.nbytes[-1]) / self.bandwidth, t)
+
+
+def network(spec: str) -> Curve:
+    """A preset name or a NetPIPE ``.out`` path."""
+    if spec in PRESETS:
+        lat, bw, text = PRESETS[spec]
+        return Curve.hockney(spec, lat, bw, text)
+    if spec.endswith(".out") or "/" in spec:
+        return Curve.from_netpipe(spec)
+    raise ModelError(f"unknown network {spec!r}: expected one of {', '.join(PRESETS)}, 'shm', "
+                     "or a NetPIPE .out file")
+
+
+# -- partitions -------------------------------------------------------------------------------
+
+@dataclass
+class Halo:
+    """Who sends how many cell values to whom on P ranks (one field, the mesh level)."""
+
+    ranks: int
+    cells: np.ndarray  # owned cells per rank
+    src: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    dst: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    count: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    exact: bool = True
+
+    @property
+    def ghosts(self) -> np.ndarray:
+        return np.bincount(self.dst, weights=self.count, minlength=self.ranks)
+
+    @property
+    def neighbours(self) -> np.ndarray:
+        return np.bincount(self.src, minlength=self.ranks)
+
+
+def halo_of_partition(owner, neighbour, parts, ranks: int) -> Halo:
+    """Exact halos of a partition: ghosts are the distinct cells across cut faces."""
+    po, pn = parts[owner], parts[neighbour]
+    cut = po != pn
+    # (receiving rank, sending rank, cell) for both sides of every cut face
+    recv = np.concatenate([po[cut], pn[cut]])
+    send = np.concatenate([pn[cut], po[cut]])
+    cell = np.concatenate([neighbour[cut], owner[cut]])
+    key = np.unique((recv * ranks + send) * (int(parts.size) + 1) + cell)
+    pair = key // (int(parts.size) + 1)
+    pairs, count = np.unique(pair, return_counts=True)
+    return Halo(ranks, np.bincount(parts, minlength=ranks), pairs % ranks, pairs // ranks,
+                count.astype(np.int64))
+
+
+def process_grid(ranks: int, dims: int) -> tuple[int, ...]:
+    """The most cubic factorisation of ``ranks`` into ``dims`` factors (like MPI_Dims_create)."""
+    best, best_key = None, None
+
+    def rec(left, k, acc):
+        nonlocal best, best_key
+        if k == 1:
+            g = tuple(sorted(acc + [left], reverse=True))
+            key = (max(g) / min(g), g)
+            if best_key is None or key < best_key:
+                best, best_key = g, key
+            return
+        for f in range(1, left + 1):
+            if left % f == 0:
+                rec(left // f, k - 1, acc + [f])
+
+    rec(ranks, dims, [])
+    return best
+
+
+def halo_of_grid(cells: int, ranks: int, dims: int) -> Halo:
+    """Halos of a cube-like mesh of ``cells`` cut by a structured process grid: the estimate
+    used when the real mesh is not at hand."""
+    side = cells ** (1.0 / dims)
+    grid = process_grid(ranks, dims)
+    block = [side / g for g in grid]  # sub-domain extent in cells per direction
+    idx = np.indices(grid).reshape(dims, -1).T  # coordinates of every rank
+    rank_of = np.arange(ranks).reshape(grid)
+    src, dst, cnt = [], [], []
+    for d in range(dims):
+        face = math.prod(block[e] for e in range(dims) if e != d)
+        for step in (-1, 1):
+            nb = idx.copy()
+            nb[:, d] += step
+            ok = (nb[:, d] >= 0) & (nb[:, d] < grid[d])
+            src.append(rank_of[tuple(nb[ok].T)])
+            dst.append(np.flatnonzero(ok))
+            cnt.append(np.full(int(ok.sum()), max(int(round(face)), 1)))
+    own = np.full(ranks, cells // ranks) + (np.arange(ranks) < cells % ranks)
+    return Halo(ranks, own, np.concatenate(src).astype(np.int64),
+                np.concatenate(dst).astype(np.int64), np.concatenate(cnt), exact=False)
+
+
+# -- the profile, reduced to what the model needs ----------------------------------------------
+
+@dataclass
+class Workload:
+    """Per-step figures of one case, as if run on one rank (from profile.json)."""
+
+    cells: int
+    dims: int
+    compute_s: float  # seconds of computation per step on one rank
+    serial_s: float  # of which the AMG levels solved on rank 0 in parallel runs
+    exchanges: float  # halo exchange calls per step on the mesh
+    fields_per_exchange: float
+    levels: list  # distributed AMG levels: (rows, exchange calls per step)
+    allreduces: float
+    gathers: float  # coarse problems gathered to rank 0 per step (each a gather + scatter)
+    gathered_rows: int
+    mpi_call_s: float
+    floor_s: float = 0.0  # per-step cost of kernel calls themselves, whatever their size
+    threads: int = 1
+    measured: dict = field(default_factory=dict)  # the profile's own ranks and s/step
+
+    @classmethod
+    def from_profile(cls, prof: dict, path: str = "profile.json") -> Workload:
+        try:
+            schema = prof["schema"]
+            if schema < 2:
+                raise ModelError(f"{path}: profile schema {schema} predates the model's "
+                                 "counters; re-run the case with this haloflow")
+            steps = max(int(prof["steps"]), 1)
+            ranks = int(prof["ranks"])
+            ph = prof["phases"]
+            comp = prof["compute_s"]["mean"] / steps
+            gathered = ph.get("amg_gathered", {"max": 0.0, "calls": [0]})
+            serial = gathered["max"] / steps
+            amg = prof.get("amg", {})
+            levels = [(lv["rows"], lv["exchanges"] / steps) for lv in amg.get("levels", [])
+                      if lv["distributed"] and lv["index"] > 0]
+            coarse_calls = sum(c for _, c in levels) * steps
+            halo = prof["halo"]
+            calls = halo["calls"]["mean"] - (coarse_calls if ranks > 1 else 0.0)
+            fields = halo["fields"]["mean"] - (coarse_calls if ranks > 1 else 0.0)
+            return cls(
+                cells=int(prof["mesh"]["cells"]), dims=int(prof["mesh"]["dims"]),
+                # the work of all ranks on one: the gathered levels ran on rank 0 only
+                compute_s=max(comp - serial, 0.0) * ranks + serial,
+                serial_s=serial,
+                exchanges=calls / steps,
+                fields_per_exchange=fields / calls if calls else 1.0,
+                levels=levels,
+                allreduces=prof["per_step"]["allreduces"],
+                gathers=max(gathered["calls"]) / steps,
+                gathered_rows=int(amg.get("gathered_rows", 0)),
+                mpi_call_s=float(prof["machine"]["mpi_call_s"]),
+                floor_s=CALLS_PER_OP * float(prof["machine"]["kernel_call_s"]) * (
+                    prof["per_step"]["halo_exchanges"] + prof["per_step"]["allreduces"]
+                    + (0.0 if ranks > 1 else sum(c for _, c in levels))),
+                threads=int(prof.get("case", {}).get("threads", 1)),
+                measured={"ranks": ranks, "s_per_step": prof["s_per_step"]})
+        except (KeyError, TypeError, IndexError) as e:
+            raise ModelError(f"{path}: not a haloflow profile (missing {e})") from None
+
+
+# -- the prediction -----------------------------------------------------------------------------
+
+@dataclass
+class Prediction:
+    network: str
+    ranks: int
+    nodes: int
+    cells_per_rank: float
+    compute_s: float
+    halo_s: float
+    reduce_s: float
+    gather_s: float
+
+    @property
+    def step_s(self) -> float:
+        return self.compute_s + self.halo_s + self.reduce_s + self.gather_s
+
+    @property
+    def comm_fraction(self) -> float:
+        return (self.halo_s + self.reduce_s + self.gather_s) / self.step_s
+
+
+def _stages(n: int) -> int:
+    return math.ceil(math.log2(n)) if n > 1 else 0
+
+
+def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node: int) -> Prediction:
+    """Time per step of workload ``w`` on the ranks of ``halo``; ranks fill nodes of
+    ``cores_per_node`` cores in order (rank r on node r // cores_per_node)."""
+    P = halo.ranks
+    per_node = max(cores_per_node // max(w.threads, 1), 1)
+    nodes = -(-P // per_node)
+    fixed = w.serial_s + w.floor_s  # what more ranks do not shrink
+    compute = (w.compute_s - fixed) * halo.cells.max() / w.cells + fixed
+    if P == 1:
+        return Prediction(net.name, 1, 1, w.cells, compute, 0.0, 0.0, 0.0)
+
+    # one exchange: every rank sends its messages one after another; the slowest rank counts
+    same = (halo.src // per_node) == (halo.dst // per_node)
+
+    def exchange_s(scale: float, fields: float) -> float:
+        nbytes = 8.0 * fields * np.maximum(halo.count * scale, 1.0)
+        t = np.where(same, shm.time(nbytes), net.time(nbytes))
+        return float(np.bincount(halo.src, weights=t, minlength=P).max())
+
+    halo_s = w.exchanges * exchange_s(1.0, w.fields_per_exchange)
+    for rows, calls in w.levels:  # coarse levels: aggregates shrink the interfaces too
+        halo_s += calls * exchange_s((rows / w.cells) ** ((w.dims - 1) / w.dims), 1.0)
+
+    one = float(shm.time(REDUCE_BYTES)) * _stages(min(P, per_node)) + \
+        float(net.time(REDUCE_BYTES)) * _stages(nodes)
+    reduce_s = w.allreduces * (one + w.mpi_call_s)
+    link = net if nodes > 1 else shm
+    gather_s = w.gathers * 2 * (_stages(P) * link.latency + w.mpi_call_s
+                                + float(link.time(8 * w.gathered_rows)) - link.latency)
+    return Prediction(net.name, P, nodes, w.cells / P, compute, halo_s, reduce_s, gather_s)
+
+
+def sweep(w: Workload, halos: dict, net: Curve, shm: Curve, cores_per_node: int) -> list:
+    return [predict(w, halos[p], net, shm, cores_per_node) for p in sorted(halos)]
+
+
+def summary(preds: list[Prediction]) -> dict:
+    """Speedup and efficiency against the 1-rank prediction; where speedup peaks and where
+    efficiency first falls below 50 %."""
+    t1 = preds[0].step_s * preds[0].ranks
+    rows = []
+    for p in preds:
+        s = t1 / p.step_s
+        rows.append({"ranks": p.ranks, "nodes": p.nodes, "cells_per_rank": p.cells_per_rank,
+                     "step_s": p.step_s, "speedup": s, "efficiency": s / p.ranks,
+                     "compute_s": p.compute_s, "halo_s": p.halo_s, "reduce_s": p.reduce_s,
+                     "gather_s": p.gather_s, "comm_fraction": p.comm_fraction})
+    peak = max(rows, key=lambda r: r["speedup"])
+    below = next((r for r in rows if r["efficiency"] < 0.5), None)
+    return {"network": preds[0].network, "rows": rows,
+            "peak": {"ranks": peak["ranks"], "speedup": peak["speedup"],
+                     "cells_per_rank": peak["cells_per_rank"]},
+            "half_efficiency": None if below is None else {
+                "ranks": below["ranks"], "cells_per_rank": below["cells_per_rank"]}}

@@ -1,0 +1,294 @@
+"""``haloflow predict``: time per step, speedup and efficiency on networks and rank counts the
+user does not have, from one run's profile.json (the model is in ``study/model.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import model as M
+
+EPILOG = """\
+examples:
+  haloflow run cavity --set mesh.cells=[256,256,1] --steps 30 -o runs/c256
+  haloflow predict --profile runs/c256/profile.json --network infiniband-fdr --ranks 1..1024
+  haloflow predict --profile runs/c256/profile.json --network gige-tcp,infiniband-sdr,my.out \\
+      --ranks 1..512 --cores-per-node 16 --compare -o runs/c256-predict
+
+networks: gige-tcp (about 50 us, 100 MB/s), gige-lowlatency (11 us, 110 MB/s), infiniband-sdr
+(7.6 us, 822 MB/s), infiniband-fdr (1 us, 6 GB/s), shm (this machine's shared memory, measured
+with `haloflow netpipe` on first use and cached), or a NetPIPE .out file (from `haloflow
+netpipe` or NetPIPE itself; the whole curve is used).  Messages between ranks of one node
+always use the shared-memory curve (--shm FILE.out to give your own).
+
+The rank's halos come from partitioning the run's own mesh (case.toml beside profile.json)
+with its decomposition method at every rank count; without it, a structured process grid.
+How the model works and where it is known to be wrong: docs/model.md.
+"""
+
+EXACT_LIMIT = 4_000_000  # partition the real mesh up to this many cells
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "predict", help="predict time per step on other networks and rank counts",
+        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", required=True, type=Path, metavar="RUN/profile.json",
+                   help="profile.json of a run (a 1-rank run is the usual calibration)")
+    p.add_argument("--network", default="shm", metavar="NAME|FILE.out[,...]",
+                   help="network preset(s) or NetPIPE .out file(s), comma-separated "
+                        "(default: shm)")
+    p.add_argument("--ranks", default="1..64", metavar="LIST",
+                   help="rank counts: A..B (powers of two from A to B) or a comma list "
+                        "(default 1..64)")
+    p.add_argument("--cores-per-node", type=int, metavar="C",
+                   help="cores per node; ranks fill nodes in order (default: this machine's "
+                        f"{os.cpu_count()})")
+    p.add_argument("--shm", type=Path, metavar="FILE.out",
+                   help="shared-memory curve for messages within a node (default: measured "
+                        "here once and cached)")
+    p.add_argument("--compare", action="store_true",
+                   help="all networks in one plot per metric (default: one plot per network)")
+    p.add_argument("-o", "--outdir", type=Path,
+                   help="write predict.csv, predict.json and plots here (new or empty)")
+    p.add_argument("--quiet", action="store_true", help="only the summary lines")
+
+
+def parse_ranks(text: str) -> list[int]:
+    try:
+        if ".." in text:
+            a, b = (int(x) for x in text.split(".."))
+            if a < 1 or b < a:
+                raise ValueError
+            out, r = [], 1
+            while r <= b:
+                if r >= a:
+                    out.append(r)
+                r *= 2
+            out += [a, b]
+        else:
+            out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise M.ModelError(f"--ranks {text!r}: expected A..B (1 <= A <= B) or a comma "
+                           "list of positive integers") from None
+    if not out or min(out) < 1:
+        raise M.ModelError(f"--ranks {text!r}: rank counts must be positive")
+    return sorted(set(out) | {1})
+
+
+def shm_curve(path: Path | None) -> M.Curve:
+    """This machine's shared-memory curve: given, cached, or measured now (two ranks of the
+    MPI launcher next to this Python, a few seconds)."""
+    if path is not None:
+        c = M.Curve.from_netpipe(path)
+        c.name = "shm"
+        return c
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "haloflow"
+    out = cache / f"shm-{platform.node()}.out"
+    if not out.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        mpiexec = Path(sys.executable).parent / "mpiexec"
+        cmd = [str(mpiexec), "-n", "2", sys.executable, "-m", "haloflow", "netpipe", "--quiet",
+               "--max", "4M", "--perturb", "0", "--trial-time", "0.02", "-o", str(out)]
+        print(f"measuring this machine's shared-memory curve: {' '.join(cmd)}", flush=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if r.returncode != 0 or not out.exists():
+            last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+            raise M.ModelError(f"could not measure the shared-memory curve ({last}); "
+                               "give one with --shm FILE.out")
+    c = M.Curve.from_netpipe(out)
+    c.name = "shm"
+    c.description = f"shared memory on {platform.node()} ({out})"
+    return c
+
+
+def load_profile(path: Path) -> tuple[dict, M.Workload]:
+    if path.is_dir():
+        path = path / "profile.json"
+    try:
+        prof = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise M.ModelError(f"{path}: no such profile (run `haloflow run` first; it writes "
+                           "RUN/profile.json)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise M.ModelError(f"{path}: not a readable profile.json ({e})") from None
+    if not isinstance(prof, dict):
+        raise M.ModelError(f"{path}: not a haloflow profile")
+    return prof, M.Workload.from_profile(prof, str(path))
+
+
+def halos(profile_path: Path, w: M.Workload, ranks: list[int], log) -> dict:
+    """Halos at every rank count: the run's own mesh and decomposition when at hand."""
+    ranks = [r for r in ranks if r <= w.cells]
+    case_file = profile_path.parent / "case.toml"
+    if case_file.exists() and w.cells <= EXACT_LIMIT:
+        from ..case import CaseError, load_case
+        from ..mesh import from_case
+
+        try:
+            case = load_case(str(case_file))
+            mesh = from_case(case.mesh)
+        except (CaseError, OSError, ValueError) as e:
+            log(f"  cannot rebuild the mesh from {case_file} ({e}); using a process grid")
+        else:
+            from ..parallel.decompose import decompose
+
+            method = case.parallel.decomposition
+            log(f"  partitioning the run's mesh ({mesh.n_cells} cells, {method}) for "
+                f"{len(ranks)} rank counts")
+            ni = mesh.n_internal
+            owner, nbr = mesh.owner[:ni], mesh.neighbour
+            return {p: M.halo_of_partition(owner, nbr, decompose(mesh, p, method), p)
+                    for p in ranks}
+    return {p: M.halo_of_grid(w.cells, p, w.dims) for p in ranks}
+
+
+def table(s: dict) -> list[str]:
+    lines = [f"network {s['network']}",
+             f"{'ranks':>6} {'nodes':>5} {'cells/rank':>10} {'s/step':>10} {'speedup':>8} "
+             f"{'effic.':>7} {'compute':>9} {'halo':>9} {'reduce':>9} {'gather':>9} {'comm':>6}"]
+    for r in s["rows"]:
+        lines.append(f"{r['ranks']:6d} {r['nodes']:5d} {r['cells_per_rank']:10.0f} "
+                     f"{r['step_s']:10.4g} {r['speedup']:8.2f} {100 * r['efficiency']:6.1f}% "
+                     f"{r['compute_s']:9.3g} {r['halo_s']:9.3g} {r['reduce_s']:9.3g} "
+                     f"{r['gather_s']:9.3g} {100 * r['comm_fraction']:5.1f}%")
+    pk, half = s["peak"], s["half_efficiency"]
+    lines.append(f"speedup peaks at {pk['ranks']} ranks ({pk['speedup']:.1f}x, "
+                 f"{pk['cells_per_rank']:.0f} cells per rank); " + (
+                     f"efficiency falls below 50% at {half['ranks']} ranks "
+                     f"({half['cells_per_rank']:.0f} cells per rank)" if half else
+                     "efficiency stays above 50% over these rank counts"))
+    return lines
+
+
+def plots(outdir: Path, summaries: list[dict], compare: bool, title: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [("step_s", "time per step [s]", True), ("speedup", "speedup", True),
+               ("efficiency", "parallel efficiency", False)]
+    groups = [summaries] if compare else [[s] for s in summaries]
+    written = []
+    for group in groups:
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+        for ax, (key, label, logy) in zip(axes, metrics, strict=True):
+            for s in group:
+                r = np.array([row["ranks"] for row in s["rows"]])
+                v = np.array([row[key] for row in s["rows"]])
+                ax.plot(r, v, "o-", label=s["network"], ms=4)
+                pk = s["peak"]["ranks"]
+                if key == "speedup":
+                    ax.plot([pk], [s["peak"]["speedup"]], "k*", ms=10)
+            if key == "speedup":
+                r = [row["ranks"] for row in group[0]["rows"]]
+                ax.plot(r, r, "k:", lw=1, label="ideal")
+            if key == "efficiency":
+                ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+                ax.set_ylim(0, 1.1)
+            ax.set_xscale("log", base=2)
+            if logy:
+                ax.set_yscale("log")
+            ax.set_xlabel("ranks")
+            ax.set_ylabel(label)
+            ax.grid(True, which="both", alpha=0.3)
+            top = ax.secondary_xaxis(
+                "top", functions=(lambda x, n=group[0]["rows"][0]["cells_per_rank"]:
+                                  n / np.maximum(x, 1e-9),
+                                  lambda c, n=group[0]["rows"][0]["cells_per_rank"]:
+                                  n / np.maximum(c, 1e-9)))
+            top.set_xlabel("cells per rank")
+        axes[0].legend(fontsize=8)
+        name = "compare" if compare else _safe(group[0]["network"])
+        fig.suptitle(f"{title}: predicted" + ("" if compare else f" on {group[0]['network']}"))
+        fig.tight_layout()
+        path = outdir / "plots" / f"predict-{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).name)
+
+
+def main(args) -> int:
+    try:
+        return _main(args)
+    except M.ModelError as e:
+        print(f"haloflow: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _outdir(path: Path) -> None:
+    """New or empty: predictions never overwrite anything."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise M.ModelError(f"-o {path}: exists and is not an empty directory; choose a new one")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise M.ModelError(f"-o {path}: cannot create it ({e.strerror})") from None
+
+
+def _main(args) -> int:
+    log = (lambda *a: None) if args.quiet else print
+    ranks = parse_ranks(args.ranks)
+    if args.cores_per_node is not None and args.cores_per_node < 1:
+        raise M.ModelError(f"--cores-per-node {args.cores_per_node}: expected at least 1")
+    cores = args.cores_per_node or os.cpu_count() or 1
+    names = [n.strip() for n in args.network.split(",") if n.strip()]
+    if not names:
+        raise M.ModelError("--network: expected at least one network")
+    prof, w = load_profile(args.profile)
+    nets = [None if n == "shm" else M.network(n) for n in names]
+    shm = shm_curve(args.shm)
+    nets = [shm if n is None else n for n in nets]
+    if args.outdir is not None:
+        _outdir(args.outdir)
+    path = args.profile / "profile.json" if args.profile.is_dir() else args.profile
+    log(f"haloflow predict: {w.cells} cells, calibrated from {w.measured['ranks']} rank(s) at "
+        f"{w.measured['s_per_step']:.4g} s/step; {cores} cores per node")
+    hs = halos(path, w, ranks, log)
+    summaries = []
+    for net in nets:
+        s = M.summary(M.sweep(w, hs, net, shm, cores))
+        s["description"] = net.description
+        s["latency_s"], s["bandwidth_Bps"] = net.latency, net.bandwidth
+        summaries.append(s)
+        lines = table(s)
+        for line in (lines if not args.quiet else lines[-1:]):
+            print(line)
+    if args.outdir is not None:
+        _write(args.outdir, summaries, w, prof, cores, args.compare, hs)
+        print(f"results in {os.path.abspath(args.outdir)} (predict.csv, predict.json, plots/)")
+    return 0
+
+
+def _write(outdir: Path, summaries, w, prof, cores, compare, hs) -> None:
+    keys = ["network", "ranks", "nodes", "cells_per_rank", "step_s", "speedup", "efficiency",
+            "compute_s", "halo_s", "reduce_s", "gather_s", "comm_fraction"]
+    with open(outdir / "predict.csv", "w", newline="", encoding="utf-8") as f:
+        wr = csv.writer(f)
+        wr.writerow(keys)
+        for s in summaries:
+            for r in s["rows"]:
+                wr.writerow([s["network"]] + [r[k] for k in keys[1:]])
+    doc = {"cores_per_node": cores, "workload": {
+        k: getattr(w, k) for k in ("cells", "dims", "compute_s", "serial_s", "exchanges",
+                                   "fields_per_exchange", "levels", "allreduces", "gathers",
+                                   "gathered_rows", "mpi_call_s", "threads", "measured")},
+        "exact_partitions": all(h.exact for h in hs.values()), "networks": summaries}
+    (outdir / "predict.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    title = prof.get("case", {}).get("name", "case") + f", {w.cells} cells"
+    plots(outdir, summaries, compare, title)

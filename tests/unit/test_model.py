@@ -1,0 +1,222 @@
+"""The performance model (haloflow.study.model) and `haloflow predict` on synthetic profiles."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from haloflow.bench.npfile import write_out
+from haloflow.cli import main
+from haloflow.mesh.blocks import box
+from haloflow.parallel.decompose import decompose
+from haloflow.parallel.local import build_local
+from haloflow.study import model as M
+from haloflow.study.predict import parse_ranks
+
+
+def synthetic_profile(cells=65536, dims=2, compute=0.3, serial=0.02, exchanges=500.0,
+                      allreduces=700.0, mpi_call_s=0.0, kernel_call_s=0.0, levels=()):
+    steps = 10
+    return {
+        "schema": 2, "ranks": 1, "steps": steps, "s_per_step": compute,
+        "compute_s": {"mean": compute * steps},
+        "phases": {"amg_gathered": {"max": serial * steps, "calls": [8 * steps]}},
+        "halo": {"calls": {"mean": exchanges * steps}, "fields": {"mean": 1.2 * exchanges * steps}},
+        "per_step": {"allreduces": allreduces, "halo_exchanges": exchanges},
+        "amg": {"gathered_rows": 1000, "levels": [
+            {"index": i + 1, "rows": r, "distributed": True, "exchanges": c * steps}
+            for i, (r, c) in enumerate(levels)]},
+        "mesh": {"cells": cells, "dims": dims},
+        "machine": {"mpi_call_s": mpi_call_s, "kernel_call_s": kernel_call_s},
+        "case": {"name": "synthetic", "threads": 1},
+    }
+
+
+def workload(**kw):
+    return M.Workload.from_profile(synthetic_profile(**kw))
+
+
+def grid_halos(w, ranks):
+    return {p: M.halo_of_grid(w.cells, p, w.dims) for p in ranks}
+
+
+RANKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def test_doubling_latency_doubles_the_latency_term():
+    w = workload(levels=[(16384, 100.0)])
+    fast = M.Curve.hockney("a", 5e-6, 1e30)
+    slow = M.Curve.hockney("b", 10e-6, 1e30)
+    for p in (2, 16, 256):
+        h = M.halo_of_grid(w.cells, p, w.dims)
+        a = M.predict(w, h, fast, fast, cores_per_node=1)
+        b = M.predict(w, h, slow, slow, cores_per_node=1)
+        assert a.halo_s > 0 and a.reduce_s > 0
+        assert b.halo_s == pytest.approx(2 * a.halo_s, rel=1e-9)
+        assert b.reduce_s == pytest.approx(2 * a.reduce_s, rel=1e-9)
+        assert b.compute_s == a.compute_s
+
+
+def test_bandwidth_term_scales_with_bytes():
+    w = workload()
+    net = M.Curve.hockney("bw", 0.0, 1e8)
+    h2, h8 = (M.halo_of_grid(w.cells, p, 2) for p in (2, 8))
+    a = M.predict(w, h2, net, net, 1)
+    # two ranks of a 256 x 256 square: one neighbour, 256 values of 1.2 fields each
+    assert a.halo_s == pytest.approx(w.exchanges * 256 * 8 * 1.2 / 1e8, rel=1e-6)
+    assert M.predict(w, h8, net, net, 1).halo_s < 2 * a.halo_s  # smaller faces per rank
+
+
+def test_more_ranks_never_increase_compute_per_rank():
+    w = workload(kernel_call_s=1e-6)
+    net = M.network("infiniband-sdr")
+    compute = [M.predict(w, h, net, net, 16).compute_s for h in grid_halos(w, RANKS).values()]
+    assert all(b <= a for a, b in zip(compute, compute[1:], strict=False))
+    assert compute[-1] >= w.serial_s + w.floor_s  # the fixed part stays
+
+
+def test_exact_partitions_compute_monotone():
+    mesh = box((24, 24, 1))
+    w = workload(cells=mesh.n_cells)
+    ni = mesh.n_internal
+    net = M.network("gige-tcp")
+    compute = []
+    for p in (1, 2, 4, 8, 16):
+        parts = decompose(mesh, p, "metis")
+        h = M.halo_of_partition(mesh.owner[:ni], mesh.neighbour, parts, p)
+        compute.append(M.predict(w, h, net, net, 4).compute_s)
+    assert all(b <= a * 1.0001 for a, b in zip(compute, compute[1:], strict=False))
+
+
+def test_peak_moves_to_fewer_ranks_on_a_slower_network():
+    w = workload(kernel_call_s=1e-6, mpi_call_s=1e-6)
+    hs = grid_halos(w, RANKS)
+    shm = M.Curve.hockney("shm", 0.5e-6, 10e9)
+    peaks = {}
+    for name in ("infiniband-fdr", "infiniband-sdr", "gige-tcp"):
+        s = M.summary(M.sweep(w, hs, M.network(name), shm, cores_per_node=8))
+        peaks[name] = s["peak"]["ranks"]
+        assert s["rows"][0]["speedup"] == pytest.approx(1.0)
+    assert peaks["gige-tcp"] < peaks["infiniband-sdr"] <= peaks["infiniband-fdr"]
+
+
+def test_intra_node_messages_use_the_shared_memory_curve():
+    w = workload()
+    h = M.halo_of_grid(w.cells, 4, 2)
+    slow = M.Curve.hockney("slow", 1e-3, 1e6)
+    shm = M.Curve.hockney("shm", 1e-6, 1e10)
+    inside = M.predict(w, h, slow, shm, cores_per_node=4)  # one node: never the network
+    assert inside.halo_s == pytest.approx(M.predict(w, h, shm, shm, 4).halo_s)
+    assert M.predict(w, h, slow, shm, cores_per_node=1).halo_s > 100 * inside.halo_s
+
+
+def test_serial_work_bounds_the_speedup():
+    w = workload(compute=1.0, serial=0.1)
+    net = M.Curve.hockney("free", 0.0, 1e30)
+    s = M.summary(M.sweep(w, grid_halos(w, RANKS), net, net, 1024))
+    assert max(r["speedup"] for r in s["rows"]) < 10.0  # Amdahl: 1 / 0.1
+
+
+def test_curve_interpolates_and_extrapolates(tmp_path):
+    c = M.Curve.hockney("h", 2e-6, 1e9)
+    assert float(c.time(1)) == pytest.approx(2e-6 + 1e-9)
+    assert float(c.time(4096)) == pytest.approx(2e-6 + 4096e-9, rel=1e-3)
+    assert float(c.time(2**30)) == pytest.approx(2e-6 + 2**30 / 1e9, rel=1e-3)
+    assert c.bandwidth == pytest.approx(1e9, rel=1e-3)
+    n = np.array([1, 8, 64, 512, 4096, 32768, 262144])
+    path = tmp_path / "net.out"
+    write_out(path, n, 3e-6 + n / 5e8)
+    f = M.network(str(path))
+    assert float(f.time(64)) == pytest.approx(3e-6 + 64 / 5e8, rel=1e-3)
+    assert f.latency == pytest.approx(3e-6, rel=1e-2)
+    assert f.bandwidth == pytest.approx(5e8, rel=1e-2)
+
+
+def test_halo_of_partition_matches_local_meshes():
+    mesh = box((12, 10, 3))
+    parts = decompose(mesh, 5, "metis")
+    h = M.halo_of_partition(mesh.owner[: mesh.n_internal], mesh.neighbour, parts, 5)
+    for r in range(5):
+        lm = build_local(mesh, parts, r)
+        assert h.ghosts[r] == lm.n_ghost
+        assert h.neighbours[r] == len(lm.neighbours)
+        assert h.cells[r] == lm.n_owned
+
+
+def test_process_grid_and_grid_halos():
+    assert M.process_grid(12, 2) == (4, 3)
+    assert M.process_grid(8, 3) == (2, 2, 2)
+    h = M.halo_of_grid(65536, 2, 2)
+    assert list(h.ghosts) == [256, 256]
+    h = M.halo_of_grid(64**3, 8, 3)
+    assert set(h.ghosts) == {3 * 32 * 32}
+
+
+def test_parse_ranks():
+    assert parse_ranks("1..16") == [1, 2, 4, 8, 16]
+    assert parse_ranks("3..20") == [1, 3, 4, 8, 16, 20]
+    assert parse_ranks("6,2") == [1, 2, 6]
+    for bad in ("0..4", "a", "4..2", "0", "-1,2"):
+        with pytest.raises(M.ModelError):
+            parse_ranks(bad)
+
+
+def test_old_or_foreign_profiles_are_refused():
+    with pytest.raises(M.ModelError, match="schema 1"):
+        M.Workload.from_profile({"schema": 1}, "p.json")
+    with pytest.raises(M.ModelError, match="not a haloflow profile"):
+        M.Workload.from_profile({"schema": 2}, "p.json")
+
+
+@pytest.fixture
+def shm_file(tmp_path):
+    n = 2 ** np.arange(0, 23)
+    path = tmp_path / "shm.out"
+    write_out(path, n, 0.5e-6 + n / 1e10)
+    return path
+
+
+def _cli(capsys, *argv):
+    rc = main(["predict", *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_predict_errors_are_one_line(tmp_path, capsys, shm_file):
+    prof = tmp_path / "run" / "profile.json"
+    prof.parent.mkdir()
+    prof.write_text(json.dumps(synthetic_profile()))
+    cases = [
+        (["--profile", str(tmp_path / "nope.json")], "no such profile"),
+        (["--profile", str(prof), "--network", "token-ring"], "unknown network"),
+        (["--profile", str(prof), "--ranks", "0..8"], "--ranks"),
+        (["--profile", str(prof), "--cores-per-node", "0"], "--cores-per-node"),
+        (["--profile", str(prof), "--network", str(tmp_path / "missing.out")], "missing.out"),
+        (["--profile", str(prof), "-o", str(prof.parent)], "not an empty directory"),
+    ]
+    (tmp_path / "bad.json").write_text("{")
+    cases.append((["--profile", str(tmp_path / "bad.json")], "not a readable profile"))
+    for argv, msg in cases:
+        rc, out, err = _cli(capsys, *argv, "--shm", str(shm_file))
+        assert rc == 2, argv
+        assert msg in err and err.count("\n") == 1, err
+
+
+def test_predict_writes_table_csv_json_and_plots(tmp_path, capsys, shm_file):
+    prof = tmp_path / "run" / "profile.json"
+    prof.parent.mkdir()
+    prof.write_text(json.dumps(synthetic_profile()))
+    out = tmp_path / "pred"
+    rc, text, err = _cli(capsys, "--profile", str(prof), "--network", "gige-tcp,infiniband-fdr",
+                         "--ranks", "1..64", "--cores-per-node", "4", "--shm", str(shm_file),
+                         "--compare", "-o", str(out))
+    assert rc == 0, err
+    assert "speedup peaks at" in text and "network gige-tcp" in text
+    doc = json.loads((out / "predict.json").read_text())
+    assert [s["network"] for s in doc["networks"]] == ["gige-tcp", "infiniband-fdr"]
+    assert not doc["exact_partitions"]  # no case.toml beside the profile: a process grid
+    rows = (out / "predict.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 7
+    assert (out / "plots" / "predict-compare.png").stat().st_size > 10_000
