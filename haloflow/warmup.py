@@ -18,8 +18,8 @@ def warm() -> None:
     from .runner import run_case
 
     halo.warm()
-    small = [  # the plain and overlapped SpMVs; PISO and SIMPLE; inlet/outlet boundaries
-        ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "parallel.halo=packed"]),
+    small = [  # AMG with a K-cycle level; overlapped SpMVs; PISO and SIMPLE; inlets, outlets
+        ("cavity", ["mesh.cells=[80,80,1]", "solver.max_steps=2", "parallel.halo=packed"]),
         ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "parallel.halo=overlap"]),
         ("channel", ["mesh.cells=[12,4,1]", "solver.max_iterations=2"]),
         ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2"]),

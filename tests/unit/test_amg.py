@@ -9,7 +9,7 @@ from mpi4py import MPI
 
 from haloflow.linalg import amg as amg_module
 from haloflow.linalg import krylov as K
-from haloflow.linalg.amg import AMG, galerkin_pattern, galerkin_refresh, pairwise
+from haloflow.linalg.amg import AMG, COARSEST, galerkin_pattern, galerkin_refresh, pairwise
 from haloflow.linalg.poisson import laplacian as fv_laplacian
 from haloflow.linalg.poisson import smooth_rhs
 from haloflow.mesh.blocks import box
@@ -121,7 +121,7 @@ def test_iterations_flat_with_mesh_size():
         lm, A = laplacian((n, n, 1))
         _, info, amg = solve(lm, A, rhs(lm), tol=1e-6)
         its.append(info.iters)
-        assert amg.levels[-1].n <= 200
+        assert amg.levels[-1].n <= COARSEST
     assert max(its) <= 12, its
     assert its[-1] <= 1.3 * its[0], its
 
