@@ -129,6 +129,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     from .parallel import profile as profiling
     from .parallel.decompose import decompose
     from .parallel.local import distribute
+    from .parallel.threads import MIN_ROWS, use_threads
     from .parallel.timers import Timers
     from .physics.incompressible import DivergenceError, make_solver
 
@@ -171,6 +172,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         if err:
             raise RunError(err)
         lmesh = distribute(mesh, parts, comm)
+        threaded = use_threads(threads, lmesh.n_owned)  # serial kernels unless they pay
         del mesh
         # the solver's fields are numpy arrays: device staging is emulated, copies counted
         ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
@@ -186,6 +188,9 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         log(f"  cells per rank {own.min()}..{own.max()} (imbalance {own.max() / own.mean():.3f}), "
             f"ghosts {sum(c[1] for c in counts)}, neighbours per rank max "
             f"{max(c[2] for c in counts)}")
+        if threads > 1 and not threaded:
+            log(f"  vector and SpMV kernels run on 1 thread: {lmesh.n_owned} rows on rank 0 "
+                f"are fewer than the {MIN_ROWS} that pay for a thread pool's launches")
         if solver.algorithm == "simple":
             log(f"  SIMPLE{'C' if s.consistent else ''}, relaxation U {s.relaxation.U:g} "
                 f"p {s.relaxation.p:g}, residual_tol {s.residual_tol:g}, max_iterations "

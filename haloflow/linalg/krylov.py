@@ -17,6 +17,8 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
+from ..parallel.threads import kernel
+
 
 @dataclass
 class SolveInfo:
@@ -66,7 +68,7 @@ class Reducer:
         return tuple(out)
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _dot(a, b, n):
     s = 0.0
     for i in nb.prange(n):
@@ -74,13 +76,13 @@ def _dot(a, b, n):
     return s
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _axpy(alpha, x, y, n):
     for i in nb.prange(n):
         y[i] += alpha * x[i]
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _dot2(a, b, c, d, n):
     s1 = 0.0
     s2 = 0.0
@@ -90,7 +92,7 @@ def _dot2(a, b, c, d, n):
     return s1, s2
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _dot3(a, b, c, d, e, f, n):
     s1 = 0.0
     s2 = 0.0
@@ -102,7 +104,7 @@ def _dot3(a, b, c, d, e, f, n):
     return s1, s2, s3
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _precondition(r, invd, z, n):
     """z = D^-1 r, returning (r.z, r.r)."""
     rz = 0.0
@@ -114,7 +116,7 @@ def _precondition(r, invd, z, n):
     return rz, rr
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _cg_update(x, r, z, p, q, invd, alpha, n):
     """x += alpha p; r -= alpha q; z = D^-1 r; returns (r.z, r.r)."""
     rz = 0.0
@@ -128,7 +130,7 @@ def _cg_update(x, r, z, p, q, invd, alpha, n):
     return rz, rr
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _xpby(z, beta, p, n):
     for i in nb.prange(n):
         p[i] = z[i] + beta * p[i]
@@ -174,21 +176,21 @@ def pcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace) -> SolveInfo:
     return info
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _bicg_p(p, r, v, beta, omega, invd, phat, n):
     for i in nb.prange(n):
         p[i] = r[i] + beta * (p[i] - omega * v[i])
         phat[i] = invd[i] * p[i]
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _bicg_s(s, r, v, alpha, invd, shat, n):
     for i in nb.prange(n):
         s[i] = r[i] - alpha * v[i]
         shat[i] = invd[i] * s[i]
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _bicg_xr(x, phat, shat, r, s, t, alpha, omega, r0, n):
     """x += alpha phat + omega shat; r = s - omega t; returns (r0.r, r.r)."""
     a = 0.0
@@ -201,13 +203,13 @@ def _bicg_xr(x, phat, shat, r, s, t, alpha, omega, r0, n):
     return a, b
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _bicg_p_only(p, r, v, beta, omega, n):
     for i in nb.prange(n):
         p[i] = r[i] + beta * (p[i] - omega * v[i])
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _bicg_s_only(s, r, v, alpha, n):
     for i in nb.prange(n):
         s[i] = r[i] - alpha * v[i]
@@ -267,7 +269,7 @@ def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None) 
     return info
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _fcg_update(x, r, p, q, alpha, n):
     """x += alpha p; r -= alpha q; returns r.r."""
     rr = 0.0
@@ -278,7 +280,7 @@ def _fcg_update(x, r, p, q, alpha, n):
     return rr
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def _fcg_direction(z, beta, p, n):
     for i in nb.prange(n):
         p[i] = z[i] - beta * p[i]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ..parallel.threads import kernel
 from ..parallel.timers import NULL_TIMERS
 
 IDX = np.uint32  # unsigned column indices: no negative-index checks in the hot loop
@@ -80,7 +81,7 @@ def _fill(data, diag, lower, upper, diag_pos, lower_pos, upper_pos):
             data[lower_pos[f]] = lower[f]
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def spmv(indptr, indices, data, x, y):
     for i in nb.prange(len(indptr) - 1):
         s = 0.0
@@ -89,7 +90,7 @@ def spmv(indptr, indices, data, x, y):
         y[i] = s
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def residual(indptr, indices, data, x, b, r):
     """r = b - A x on owned rows."""
     for i in nb.prange(len(indptr) - 1):
@@ -99,7 +100,7 @@ def residual(indptr, indices, data, x, b, r):
         r[i] = s
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def spmv_runs(indptr, indices, data, x, y, runs):
     """``spmv`` on the rows of ``runs`` only; each row summed exactly as ``spmv`` does."""
     for r in nb.prange(len(runs) // 2):
@@ -110,7 +111,7 @@ def spmv_runs(indptr, indices, data, x, y, runs):
             y[i] = s
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def residual_runs(indptr, indices, data, x, b, r, runs):
     """``residual`` on the rows of ``runs`` only, same per-row order."""
     for q in nb.prange(len(runs) // 2):
@@ -121,7 +122,7 @@ def residual_runs(indptr, indices, data, x, b, r, runs):
             r[i] = s
 
 
-@nb.njit(cache=True, parallel=True)
+@kernel
 def off_diagonal_product(indptr, indices, data, diag_pos, x, y):
     """y = (A - D) x: the neighbour sum of a row, used by PISO's H operator."""
     for i in nb.prange(len(indptr) - 1):
