@@ -174,6 +174,7 @@ def plots(outdir: Path, summaries: list[dict], compare: bool, title: str) -> lis
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     metrics = [("step_s", "time per step [s]", True), ("speedup", "speedup", True),
                ("efficiency", "parallel efficiency", False)]
@@ -196,6 +197,7 @@ def plots(outdir: Path, summaries: list[dict], compare: bool, title: str) -> lis
                 ax.axhline(0.5, color="grey", lw=0.8, ls="--")
                 ax.set_ylim(0, 1.1)
             ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             if logy:
                 ax.set_yscale("log")
             ax.set_xlabel("ranks")
