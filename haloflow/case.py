@@ -25,6 +25,7 @@ CASES_DIR = Path(__file__).parent / "cases"
 # The patches of a generated box, as named by haloflow.mesh.blocks.SIDES.  Not imported from
 # there: that pulls in numba, and checking a case file should stay instant.
 BOX_PATCHES = ("left", "right", "bottom", "top", "front", "back")
+STEP_PATCHES = ("inlet", "outlet", "lower", "upper", "front", "back")  # blocks.STEP_PATCHES
 
 
 class CaseError(Exception):
@@ -210,7 +211,7 @@ _FRACTION = _fraction()
 _REAL = _number()
 _XYZ = _vector(_REAL, "numbers")
 
-_MESH_TYPE = _Key(_choice("box", "file"), "box")
+_MESH_TYPE = _Key(_choice("box", "step", "file"), "box")
 
 _SCHEMA: dict[str, Any] = {
     "mesh": {  # a box; mesh.type = "file" has the keys of _MESH_FILE instead
@@ -271,6 +272,7 @@ _SCHEMA: dict[str, Any] = {
         "lid_speed": _Key(_POSITIVE, 1.0),
         "channel": _Key(_boolean(), False),
         "channel_x": _Key(_FRACTION, 0.9),  # where the profile is taken, fraction of length
+        "backward_step": _Key(_boolean(), False),  # reattachment length on a step mesh
     },
 }
 _SECTIONS = tuple(_SCHEMA)
@@ -279,6 +281,20 @@ _SECTIONS = tuple(_SCHEMA)
 _MESH_FILE = {
     "type": _MESH_TYPE,
     "file": _Key(_text("a path to a Gmsh .msh file or an OpenFOAM case or polyMesh directory")),
+}
+
+# A 2D backward-facing step (haloflow.mesh.blocks.step): inlet channel of height h over a step
+# of height S, then a channel of height S + h.  Defaults: Armaly et al.'s expansion 1.9423.
+_MESH_STEP = {
+    "type": _MESH_TYPE,
+    "inlet_height": _Key(_POSITIVE, 1.0),
+    "step_height": _Key(_POSITIVE, 0.9423),
+    "upstream_length": _Key(_POSITIVE, 2.0),
+    "downstream_length": _Key(_POSITIVE, 30.0),
+    "cells_x": _Key(_vector(_integer(1), "positive integers (upstream, downstream)", 2)),
+    "cells_y": _Key(_vector(_integer(1), "positive integers (below the step, inlet channel)",
+                            2)),
+    "grading": _Key(_POSITIVE, 1.0),  # last/first cell size along the downstream channel
 }
 
 # A patch table: `type` picks which of U, p and profile it takes, and their defaults.
@@ -446,12 +462,14 @@ def _resolve(raw: dict, base: Path = Path(".")) -> dict:
             out[section] = _solver(raw.get(section, {}))
         else:
             out[section] = _table(raw.get(section, {}), _SCHEMA[section], (section,))
-    if out["mesh"].type == "file" and out["postprocess"].cavity:
+    if out["mesh"].type != "box" and out["postprocess"].cavity:
         raise _Problem(("postprocess", "cavity"), 'postprocess.cavity: needs mesh.type = "box" '
                        "(the profiles are taken on the box's centrelines)",
                        also=[("mesh", "type")])
     if out["postprocess"].channel:
         _channel(out)
+    if out["postprocess"].backward_step:
+        _backward_step(out)
     return out
 
 
@@ -466,6 +484,19 @@ def _channel(out: dict):
         raise _Problem(where, f"postprocess.channel: needs exactly one inlet patch (its U is "
                        f"the mean velocity), found {len(inlets)}",
                        also=[("boundary",)])
+
+
+def _backward_step(out: dict):
+    """The reattachment length needs the step mesh and its inlet's U (the mean velocity)."""
+    where = ("postprocess", "backward_step")
+    if out["mesh"].type != "step":
+        raise _Problem(where, 'postprocess.backward_step: needs mesh.type = "step" (the wall '
+                       "shear is read from the first cell row above the lower wall)",
+                       also=[("mesh", "type")])
+    if out["boundary"]["inlet"].type != "inlet":
+        raise _Problem(where, "postprocess.backward_step: needs boundary.inlet.type = "
+                       '"inlet" (its U is the mean velocity of the Reynolds number)',
+                       also=[("boundary", "inlet", "type")])
 
 
 def _dotted(path: Sequence[str]) -> str:
@@ -522,9 +553,9 @@ def _mesh(raw, base: Path) -> SimpleNamespace:
     path = ("mesh",)
     _is_table(raw, path)
     kind = _value(raw, "type", _MESH_TYPE, path)
-    schema = _MESH_FILE if kind == "file" else _SCHEMA["mesh"]
+    schema = {"file": _MESH_FILE, "step": _MESH_STEP}.get(kind, _SCHEMA["mesh"])
     for k in raw:
-        if k not in schema and k in {**_SCHEMA["mesh"], **_MESH_FILE}:
+        if k not in schema and k in {**_SCHEMA["mesh"], **_MESH_FILE, **_MESH_STEP}:
             raise _Problem(path + (k,), f"mesh.{k}: not a key of a mesh of type {_fmt(kind)} "
                                         f"(its keys are: {', '.join(schema)})",
                            also=[path + ("type",)])
@@ -559,6 +590,8 @@ def _solver(raw) -> SimpleNamespace:
 
 def _patches(mesh: SimpleNamespace) -> tuple[str, ...]:
     """The mesh's patch names, known without building the mesh (a file's: read from it)."""
+    if mesh.type == "step":
+        return STEP_PATCHES
     if mesh.type != "file":
         return BOX_PATCHES
     from .mesh import MeshError, patch_names  # numpy only: no numba on this path

@@ -124,6 +124,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     from .io import cavity as cavity_post
     from .io import channel as channel_post
     from .io import plots, vtk
+    from .io import step as step_post
     from .mesh import MeshError, from_case
     from .parallel import halo
     from .parallel import profile as profiling
@@ -268,7 +269,8 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
                     "cell_id": lmesh.global_cells[: lmesh.n_owned].astype(float)}
             vtk.write_fields(str(outdir), case.name, lmesh, data, comm)
         post = {}
-        if case.postprocess.cavity or case.postprocess.channel or case.output.plots:
+        if (case.postprocess.cavity or case.postprocess.channel or case.postprocess.backward_step
+                or case.output.plots):
             gathered = cavity_post.gather_velocity(lmesh, solver.bc, solver.U, comm)
         if root and case.postprocess.cavity:
             post = cavity_post.postprocess(str(outdir), case, gathered, case.output.plots)
@@ -276,6 +278,10 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         if root and case.postprocess.channel:
             channel = channel_post.postprocess(str(outdir), case, gathered[0], gathered[1],
                                                case.output.plots)
+        bstep = None
+        if root and case.postprocess.backward_step:
+            bstep = step_post.postprocess(str(outdir), case, gathered[0], gathered[1],
+                                          case.output.plots)
         if root and case.output.plots:
             cc, uc, bxy, bu = gathered
             if case.mesh.type == "box":
@@ -376,6 +382,14 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         summary["channel"] = channel
         log(f"channel, Re = {channel['re']:g}: profile at x = {channel['x']:.4g} against "
             f"Poiseuille flow: max |u - u_exact| / u_max = {channel['max_rel_error']:.5f}")
+    if bstep:
+        summary["backward_step"] = bstep
+        xr = bstep["xr_over_S"]
+        log(f"backward-facing step, Re = {bstep['re']:g} (U 2h / nu): reattachment "
+            + (f"x_r / S = {xr:.4f}" if xr is not None else
+               "not found (no recirculation behind the step yet: not converged?)") + (
+                f" (Armaly et al. 1983: {bstep['xr_over_S_armaly']:.2f})"
+                if bstep.get("xr_over_S_armaly") is not None else ""))
     with open(outdir / "summary.json", "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2)
     log(f"results in {os.path.abspath(outdir)} (summary.json, profile.json, log.txt, "

@@ -301,7 +301,7 @@ def run(args, comm) -> dict:
     import numba
 
     from ..case import load_case
-    from ..mesh.blocks import box
+    from ..mesh import from_case
     from ..mpiutil import UserError
     from ..parallel.decompose import decompose
     from ..parallel.local import distribute
@@ -316,8 +316,7 @@ def run(args, comm) -> dict:
     case = load_case(args.case, args.overrides)
     mesh = parts = None
     if comm.rank == 0:
-        m = case.mesh
-        mesh = box(m.cells, m.lengths, m.origin, m.grading)
+        mesh = from_case(case.mesh)
         parts = decompose(mesh, comm.size, case.parallel.decomposition)
     lm = distribute(mesh, parts, comm)
     del mesh
@@ -327,7 +326,8 @@ def run(args, comm) -> dict:
     spmv = _bench_spmv(names, lm, comm, args) if args.spmv else []
     nbrs = comm.allgather(len(lm.neighbours))
     return {"case": case.name, "cells": int(lm.n_cells_global),
-            "mesh_cells": list(case.mesh.cells), "ranks": comm.size, "threads": args.threads,
+            "mesh_cells": list(getattr(case.mesh, "cells", [lm.n_cells_global])),
+            "ranks": comm.size, "threads": args.threads,
             "neighbours_per_rank": nbrs, "staging": args.staging,
             "space": rows[-1]["space"], "repeat": args.repeat, "warmup": args.warmup,
             "decomposition": case.parallel.decomposition, "host": platform.node(),

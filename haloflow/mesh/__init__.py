@@ -65,6 +65,11 @@ def from_case(m, notes: list[str] | None = None):
     """The global mesh a case's ``[mesh]`` section describes (``case.mesh``)."""
     if m.type == "file":
         return read_mesh(m.file, notes)
+    if m.type == "step":
+        from .blocks import step
+
+        return step(m.inlet_height, m.step_height, m.upstream_length, m.downstream_length,
+                    m.cells_x, m.cells_y, m.grading)
     from .blocks import box
 
     return box(m.cells, m.lengths, m.origin, m.grading)

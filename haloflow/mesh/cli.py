@@ -54,7 +54,7 @@ def load(source: str):
     notes: list[str] = []
     if path.suffix.lower() == ".toml" or (not path.exists() and source in builtin_cases()):
         case = load_case(source)
-        what = case.mesh.file if case.mesh.type == "file" else "box"
+        what = case.mesh.file if case.mesh.type == "file" else case.mesh.type
         return from_case(case.mesh, notes), notes, f"case {case.name}: {what}"
     if not path.exists():
         raise MeshError(f"{source}: no such file, directory or built-in case (built-in cases: "

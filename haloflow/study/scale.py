@@ -390,7 +390,7 @@ def sweep(case, configs: list[Config], args, outdir: Path) -> int:
                 for c, cmd in zip(configs, cmds, strict=True)), encoding="utf-8")
     if args.warmup:
         _warm(outdir / "logs" / "warmup.log")
-    cells = math.prod(case.mesh.cells)
+    cells = _cells(case)
     rows: list[dict] = []
     bar = _Progress(len(configs))
     try:
@@ -450,13 +450,22 @@ def _collect(cfg: Config, run_dir: Path, code: int, why: str, cells: int, steps:
             "status": "failed", "error": error}
 
 
+def _cells(case) -> int:
+    """Cells of the case's mesh: counted from a box's sizes, else built (step, file)."""
+    if case.mesh.type == "box":
+        return math.prod(case.mesh.cells)
+    from ..mesh import from_case
+
+    return from_case(case.mesh).n_cells
+
+
 def main(args) -> int:
     try:
         case, configs, notes, outdir = _plan(args)
     except ScaleError as e:
         sys.stderr.write(f"haloflow: error: {e}\n")
         return 2
-    cells = math.prod(case.mesh.cells)
+    cells = _cells(case)
     print(f"haloflow scale: {case.name}, {cells} cells, {len(configs)} configurations "
           f"(nodes x ranks per node x threads), {args.steps} steps each"
           f"{', dry run' if args.dry_run else ''} -> {outdir}")

@@ -141,7 +141,8 @@ def test_writer_escapes_strings():
      "boundary.front.U", "not allowed"),
     ('[boundary.left]\ntype = "wall"', '[boundary.left]\ntype = "inlet"', "boundary.left.U",
      "required key missing"),
-    ("[mesh]", "[mesh]\ntype = \"gmsh\"", "mesh.type", 'expected "box" or "file", got "gmsh"'),
+    ("[mesh]", "[mesh]\ntype = \"gmsh\"", "mesh.type",
+     'expected "box", "step" or "file", got "gmsh"'),
     ("end_time = 1", "end_time = 1\nmax_steps = 2.0", "solver.max_steps",
      "expected an integer >= 0, got 2.0"),
 ])
@@ -166,7 +167,8 @@ def test_missing_file_and_unknown_builtin(tmp_path):
     msg = error(tmp_path / "nope.toml")
     assert "nope.toml" in msg and "cavity" in msg
     msg = error("no_such_case")
-    assert msg.startswith("no_such_case: ") and "built-in cases: cavity" in msg
+    assert msg.startswith("no_such_case: ")
+    assert "built-in cases: backward_step, cavity, channel" in msg
 
 
 def test_bad_override_value_blames_the_override():
