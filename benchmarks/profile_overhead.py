@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +24,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from model_check import run as cavity_run  # noqa: E402
 
 from haloflow.parallel.halo import aggregated, cmpi  # noqa: E402
 from haloflow.parallel.timers import Timers  # noqa: E402
@@ -93,15 +93,8 @@ def compiled_clock() -> float:
 
 
 def run(cells: int, ranks: int, steps: int, workdir: Path) -> dict:
-    out = Path(tempfile.mkdtemp(dir=workdir)) / "run"
-    exe = Path(sys.executable).parent
-    cmd = [str(exe / "mpiexec"), "-n", str(ranks), str(exe / "haloflow"), "run", "cavity",
-           "-o", str(out), "--quiet", "--steps", str(steps),
-           "--set", f"mesh.cells=[{cells},{cells},1]", "--set", f"solver.dt={12.8 / cells!r}",
-           "--set", "output.fields=false", "--set", "output.plots=false",
-           "--set", "postprocess.cavity=false"]
-    subprocess.run(cmd, check=True, env={**os.environ, "NUMBA_NUM_THREADS": "1"})
-    return json.loads((out / "profile.json").read_text())
+    """One cavity run's profile.json (the same runs as model_check.py)."""
+    return cavity_run(cells, ranks, steps, Path(tempfile.mkdtemp(dir=workdir)) / "run")
 
 
 def main() -> None:
