@@ -153,10 +153,7 @@ class AggregatedExchanger(Exchanger):
         MPI.Prequest.Startall(b.reqs)
         st.pack_s += t1 - t0
         st.wait_s += self._clock() - t1
-        st.calls += 1
-        st.fields += len(fields)
-        st.messages += len(self.neighbours)
-        st.bytes += b.send.nbytes
+        st.sent(len(fields), len(self.neighbours), b.send.nbytes)
         return fields, b
 
     def finish(self, handle) -> None:

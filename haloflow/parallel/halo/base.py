@@ -37,6 +37,13 @@ class HaloStats:
     copy_bytes: int = 0
     copy_s: float = 0.0
 
+    def sent(self, fields: int, messages: int, nbytes: int) -> None:
+        """Count one exchange of ``fields`` fields in ``messages`` messages."""
+        self.calls += 1
+        self.fields += fields
+        self.messages += messages
+        self.bytes += nbytes
+
     def as_dict(self) -> dict:
         return asdict(self)
 

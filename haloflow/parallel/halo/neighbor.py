@@ -51,10 +51,7 @@ class NeighborExchanger(Exchanger):
         req = self.graph.Ineighbor_alltoallv(b.sspec, b.rspec)
         st.pack_s += t1 - t0
         st.wait_s += self._clock() - t1
-        st.calls += 1
-        st.fields += len(fields)
-        st.messages += len(self.neighbours)
-        st.bytes += b.send.nbytes
+        st.sent(len(fields), len(self.neighbours), b.send.nbytes)
         return fields, b, req
 
     def finish(self, handle) -> None:
