@@ -26,6 +26,7 @@ CASES_DIR = Path(__file__).parent / "cases"
 # there: that pulls in numba, and checking a case file should stay instant.
 BOX_PATCHES = ("left", "right", "bottom", "top", "front", "back")
 STEP_PATCHES = ("inlet", "outlet", "lower", "upper", "front", "back")  # blocks.STEP_PATCHES
+CYLINDER_PATCHES = ("inlet", "outlet", "walls", "cylinder", "front", "back")  # mesh.cylinder
 
 
 class CaseError(Exception):
@@ -197,6 +198,21 @@ def _text(what: str) -> _Kind:
     return _Kind(what, check)
 
 
+def _pairs() -> _Kind:
+    def check(v):
+        if not isinstance(v, list | tuple):
+            raise _Invalid
+        out = []
+        for pair in v:
+            if (not isinstance(pair, list | tuple) or len(pair) != 2
+                    or not all(isinstance(x, str) and x for x in pair)):
+                raise _Invalid
+            out.append(tuple(pair))
+        return tuple(out)
+
+    return _Kind('a list of patch-name pairs, e.g. [["left", "right"]]', check)
+
+
 def _fraction() -> _Kind:
     def check(v):
         if not _is_number(v) or not 0.0 < v <= 1.0:
@@ -211,7 +227,9 @@ _FRACTION = _fraction()
 _REAL = _number()
 _XYZ = _vector(_REAL, "numbers")
 
-_MESH_TYPE = _Key(_choice("box", "step", "file"), "box")
+_MESH_TYPE = _Key(_choice("box", "step", "cylinder", "file"), "box")
+# patch pairs joined by a translation (haloflow.mesh.periodic); any mesh type takes it
+_PERIODIC = _Key(_pairs(), ())
 
 _SCHEMA: dict[str, Any] = {
     "mesh": {  # a box; mesh.type = "file" has the keys of _MESH_FILE instead
@@ -220,6 +238,12 @@ _SCHEMA: dict[str, Any] = {
         "lengths": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
         "origin": _Key(_XYZ, (0.0, 0.0, 0.0)),
         "grading": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
+        "periodic": _PERIODIC,
+    },
+    "initial": {  # the velocity and pressure at t = 0
+        "type": _Key(_choice("rest", "uniform", "taylor_green"), "rest"),
+        "U": _Key(_XYZ, (0.0, 0.0, 0.0)),  # uniform only
+        "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green only: peak speed at t = 0
     },
     "physics": {
         "model": _Key(_choice("incompressible"), "incompressible"),
@@ -231,6 +255,7 @@ _SCHEMA: dict[str, Any] = {
         "end_time": _Key(_POSITIVE),
         "steady_tol": _Key(_number(0), 1e-5),
         "n_correctors": _Key(_integer(1), 2),
+        "time_scheme": _Key(_choice("euler", "backward"), "euler"),  # PISO: backward = BDF2
         "convection": _Key(_choice("upwind", "linear", "linear-upwind"), "linear"),
         "max_steps": _Key(_integer(0), 0),
         "algorithm": _Key(_choice("piso", "simple"), "piso"),
@@ -247,11 +272,13 @@ _SCHEMA: dict[str, Any] = {
         "pressure": {
             "method": _Key(_choice("amg-cg", "cg-jacobi"), "amg-cg"),
             "tol": _Key(_POSITIVE, 1e-8),
+            "rel_tol": _Key(_number(0), 0.0),  # stop at rel_tol x the initial residual
             "max_iter": _Key(_integer(1), 5000),
         },
         "momentum": {
             "method": _Key(_choice("bicgstab-jacobi", "bicgstab-sgs"), "bicgstab-jacobi"),
             "tol": _Key(_POSITIVE, 1e-8),
+            "rel_tol": _Key(_number(0), 0.0),
             "max_iter": _Key(_integer(1), 1000),
         },
     },
@@ -273,6 +300,8 @@ _SCHEMA: dict[str, Any] = {
         "channel": _Key(_boolean(), False),
         "channel_x": _Key(_FRACTION, 0.9),  # where the profile is taken, fraction of length
         "backward_step": _Key(_boolean(), False),  # reattachment length on a step mesh
+        "taylor_green": _Key(_boolean(), False),  # errors against the decaying vortices
+        "cylinder": _Key(_boolean(), False),  # DFG benchmark: forces, dp, L_a, St
     },
 }
 _SECTIONS = tuple(_SCHEMA)
@@ -280,7 +309,9 @@ _SECTIONS = tuple(_SCHEMA)
 # A mesh read from a file (OpenFOAM polyMesh, Gmsh .msh): its patches come from the file.
 _MESH_FILE = {
     "type": _MESH_TYPE,
-    "file": _Key(_text("a path to a Gmsh .msh file or an OpenFOAM case or polyMesh directory")),
+    "file": _Key(_text("a path to a Gmsh .msh file, an OpenFOAM case or polyMesh directory "
+                       "or a blockMeshDict")),
+    "periodic": _PERIODIC,
 }
 
 # A 2D backward-facing step (haloflow.mesh.blocks.step): inlet channel of height h over a step
@@ -295,11 +326,22 @@ _MESH_STEP = {
     "cells_y": _Key(_vector(_integer(1), "positive integers (below the step, inlet channel)",
                             2)),
     "grading": _Key(_POSITIVE, 1.0),  # last/first cell size along the downstream channel
+    "periodic": _PERIODIC,
+}
+
+# The DFG 1995 cylinder channel (haloflow.mesh.cylinder): an O-grid around the cylinder.
+_MESH_CYLINDER = {
+    "type": _MESH_TYPE,
+    "cells_around": _Key(_integer(8), 64),  # a multiple of 4: checked in _mesh
+    "grading": _Key(_POSITIVE, 5.0),  # last/first radial cell size of the O-grid
+    "thickness": _Key(_POSITIVE, 0.1),  # the one cell in z
+    "periodic": _PERIODIC,
 }
 
 # A patch table: `type` picks which of U, p and profile it takes, and their defaults.
 _PATCH_TYPE = _Key(_choice("wall", "inlet", "outlet", "symmetry", "slip", "empty"))
-_PATCH_VALUES = {"U": _XYZ, "p": _REAL, "profile": _choice("uniform", "parabolic")}
+_PATCH_VALUES = {"U": _XYZ, "p": _REAL, "profile": _choice("uniform", "parabolic", "table"),
+                 "table": _text("a path to a CSV profile table (header e.g. 'y,Ux,Uy,Uz')")}
 _PATCH_TAKES = {
     "wall": {"U": (0.0, 0.0, 0.0)},  # wall velocity: a moving lid, say
     "inlet": {"U": _REQUIRED, "profile": "uniform"},  # U: the mean velocity
@@ -308,6 +350,10 @@ _PATCH_TAKES = {
     "slip": {},
     "empty": {},
 }
+
+
+# an inlet with profile = "table": the velocity comes from the table, not from U
+_INLET_TABLE_TAKES = {"profile": "uniform", "table": _REQUIRED}
 
 
 # -- the Case ----------------------------------------------------------------------------------
@@ -327,6 +373,7 @@ class Case:
     parallel: SimpleNamespace
     output: SimpleNamespace
     postprocess: SimpleNamespace
+    initial: SimpleNamespace
     name: str = field(default="case", compare=False)
     source: Path | None = field(default=None, compare=False)
 
@@ -366,10 +413,11 @@ def load_case(source: str | Path, overrides: Iterable[str] = ()) -> Case:
         keys, value = _parse_override(text)
         _apply(raw, keys, value, text)
         applied.append((keys, text))
-    # a mesh file is relative to the case file, or to the working directory if --set gave it
-    by_override = any(keys[:2] == ("mesh", "file") for keys, _ in applied)
+    # a mesh file or profile table is relative to the case file, or to the working directory
+    # if --set gave it
+    by_override = frozenset(tuple(keys) for keys, _ in applied)
     try:
-        parts = _resolve(raw, Path.cwd() if by_override else path.parent)
+        parts = _resolve(raw, path.parent, by_override)
     except _Problem as p:
         raise CaseError(f"{_blame(p.paths, applied, label)}: {p}") from None
     return Case(**parts, name=path.stem, source=path)
@@ -450,14 +498,20 @@ def _set(text: str) -> str:
 
 # -- validation --------------------------------------------------------------------------------
 
-def _resolve(raw: dict, base: Path = Path(".")) -> dict:
+def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict:
+    """Validate every section; file paths are relative to ``base`` (the case file's folder),
+    or to the working directory for keys set by ``--set`` (``by_override``)."""
+
+    def base_of(keys):
+        return Path.cwd() if tuple(keys) in by_override else base
+
     _known(raw, _SECTIONS, ())
     out = {}
     for section in _SECTIONS:
         if section == "mesh":
-            out[section] = _mesh(raw.get(section, {}), base)
+            out[section] = _mesh(raw.get(section, {}), base_of(("mesh", "file")))
         elif section == "boundary":
-            out[section] = _boundary(raw.get(section, {}), out["mesh"])
+            out[section] = _boundary(raw.get(section, {}), out["mesh"], base_of)
         elif section == "solver":
             out[section] = _solver(raw.get(section, {}))
         else:
@@ -470,7 +524,25 @@ def _resolve(raw: dict, base: Path = Path(".")) -> dict:
         _channel(out)
     if out["postprocess"].backward_step:
         _backward_step(out)
+    if out["postprocess"].cylinder:
+        _cylinder(out)
+    _initial(out)
     return out
+
+
+def _initial(out: dict):
+    """Taylor-Green vortices fill a square box; their post-processing needs them at t = 0."""
+    init, mesh = out["initial"], out["mesh"]
+    where = ("initial", "type")
+    if init.type == "taylor_green" and (mesh.type != "box"
+                                        or mesh.lengths[0] != mesh.lengths[1]):
+        raise _Problem(where, 'initial.type: "taylor_green" needs mesh.type = "box" with '
+                       "lengths[0] = lengths[1] (one period of the vortices each way)",
+                       also=[("mesh", "lengths")])
+    if out["postprocess"].taylor_green and init.type != "taylor_green":
+        raise _Problem(("postprocess", "taylor_green"), "postprocess.taylor_green: needs "
+                       'initial.type = "taylor_green" (the errors are against those vortices)',
+                       also=[where])
 
 
 def _channel(out: dict):
@@ -496,6 +568,19 @@ def _backward_step(out: dict):
     if out["boundary"]["inlet"].type != "inlet":
         raise _Problem(where, "postprocess.backward_step: needs boundary.inlet.type = "
                        '"inlet" (its U is the mean velocity of the Reynolds number)',
+                       also=[("boundary", "inlet", "type")])
+
+
+def _cylinder(out: dict):
+    """The DFG coefficients need the cylinder mesh and its inlet's U (the mean velocity)."""
+    where = ("postprocess", "cylinder")
+    if out["mesh"].type != "cylinder":
+        raise _Problem(where, 'postprocess.cylinder: needs mesh.type = "cylinder" (forces on '
+                       "its cylinder patch, pressures at the benchmark's points)",
+                       also=[("mesh", "type")])
+    if out["boundary"]["inlet"].type != "inlet":
+        raise _Problem(where, "postprocess.cylinder: needs boundary.inlet.type = "
+                       '"inlet" (its U is the mean velocity of the coefficients)',
                        also=[("boundary", "inlet", "type")])
 
 
@@ -553,13 +638,18 @@ def _mesh(raw, base: Path) -> SimpleNamespace:
     path = ("mesh",)
     _is_table(raw, path)
     kind = _value(raw, "type", _MESH_TYPE, path)
-    schema = {"file": _MESH_FILE, "step": _MESH_STEP}.get(kind, _SCHEMA["mesh"])
+    schema = {"file": _MESH_FILE, "step": _MESH_STEP, "cylinder": _MESH_CYLINDER}.get(
+        kind, _SCHEMA["mesh"])
     for k in raw:
-        if k not in schema and k in {**_SCHEMA["mesh"], **_MESH_FILE, **_MESH_STEP}:
+        if k not in schema and k in {**_SCHEMA["mesh"], **_MESH_FILE, **_MESH_STEP,
+                                         **_MESH_CYLINDER}:
             raise _Problem(path + (k,), f"mesh.{k}: not a key of a mesh of type {_fmt(kind)} "
                                         f"(its keys are: {', '.join(schema)})",
                            also=[path + ("type",)])
     out = _table(raw, schema, path)
+    if kind == "cylinder" and out.cells_around % 4:
+        raise _Problem(path + ("cells_around",), "mesh.cells_around: expected a multiple of 4 "
+                       f"(one O-grid block per quarter of the cylinder), got {out.cells_around}")
     if kind == "file":
         where = (base / Path(out.file).expanduser()).resolve()
         if not where.exists():
@@ -589,9 +679,28 @@ def _solver(raw) -> SimpleNamespace:
 
 
 def _patches(mesh: SimpleNamespace) -> tuple[str, ...]:
-    """The mesh's patch names, known without building the mesh (a file's: read from it)."""
+    """The mesh's patch names, known without building the mesh (a file's: read from it),
+    less the periodic ones, which become internal faces."""
+    names = _mesh_patches(mesh)
+    where = ("mesh", "periodic")
+    seen: list[str] = []
+    for pair in mesh.periodic:
+        for name in pair:
+            if name not in names:
+                raise _Problem(where, f"mesh.periodic: the mesh has no patch '{name}' (its "
+                                      f"patches are: {', '.join(names)})")
+            if name in seen:
+                raise _Problem(where, f"mesh.periodic: patch '{name}' is in more than one "
+                                      "pair")
+            seen.append(name)
+    return tuple(n for n in names if n not in seen)
+
+
+def _mesh_patches(mesh: SimpleNamespace) -> tuple[str, ...]:
     if mesh.type == "step":
         return STEP_PATCHES
+    if mesh.type == "cylinder":
+        return CYLINDER_PATCHES
     if mesh.type != "file":
         return BOX_PATCHES
     from .mesh import MeshError, patch_names  # numpy only: no numba on this path
@@ -602,11 +711,18 @@ def _patches(mesh: SimpleNamespace) -> tuple[str, ...]:
         raise _Problem(("mesh", "file"), f"mesh.file: {e}") from None
 
 
-def _boundary(raw, mesh: SimpleNamespace) -> dict[str, SimpleNamespace]:
+def _boundary(raw, mesh: SimpleNamespace, base_of=lambda keys: Path(".")
+              ) -> dict[str, SimpleNamespace]:
     path = ("boundary",)
     _is_table(raw, path)
     patches = _patches(mesh)
+    periodic = {n for pair in mesh.periodic for n in pair}
     for name in raw:
+        if name in periodic:
+            raise _Problem(path + (name,), f"boundary.{name}: patch '{name}' is periodic "
+                                           "(mesh.periodic) and takes no boundary conditions; "
+                                           f"remove [boundary.{name}]",
+                           also=[("mesh", "periodic")])
         if name not in patches:
             raise _Problem(path + (name,), f"boundary.{name}: the mesh has no patch '{name}' "
                                            f"(its patches are: {', '.join(patches)})")
@@ -616,15 +732,24 @@ def _boundary(raw, mesh: SimpleNamespace) -> dict[str, SimpleNamespace]:
             raise _Problem(path + (name,), f"boundary.{name}: patch '{name}' of the mesh has no "
                                            f"boundary conditions (add [boundary.{name}] "
                                            f"with type = ...)")
-        out[name] = _patch(raw[name], path + (name,))
+        out[name] = _patch(raw[name], path + (name,), base_of(path + (name, "table")))
     return out
 
 
-def _patch(raw, path: tuple[str, ...]) -> SimpleNamespace:
+def _patch(raw, path: tuple[str, ...], base: Path = Path(".")) -> SimpleNamespace:
     _is_table(raw, path)
     _known(raw, ["type", *_PATCH_VALUES], path)
     kind = _value(raw, "type", _PATCH_TYPE, path)
     takes = _PATCH_TAKES[kind]
+    if kind == "inlet" and raw.get("profile") == "table":
+        takes = _INLET_TABLE_TAKES
+        if "U" in raw:
+            raise _Problem(path + ("U",), f"{_dotted(path + ('U',))}: not used with profile = "
+                           '"table" (the table gives the velocity); remove it',
+                           also=[path + ("profile",)])
+    elif "table" in raw and kind == "inlet":
+        raise _Problem(path + ("table",), f"{_dotted(path + ('table',))}: needs profile = "
+                       '"table"', also=[path + ("profile",)])
     out = {"type": kind}
     for k, value_kind in _PATCH_VALUES.items():
         where = path + (k,)
@@ -634,10 +759,25 @@ def _patch(raw, path: tuple[str, ...]) -> SimpleNamespace:
             except _Problem as p:  # a missing inlet U may be due to a changed type
                 raise _Problem(where, str(p), also=[path + ("type",)]) from None
         elif k in raw:
-            who = " and ".join(t for t, ks in _PATCH_TAKES.items() if k in ks)
+            who = " and ".join(t for t, ks in _PATCH_TAKES.items() if k in ks) or \
+                'inlet (with profile = "table")'
             raise _Problem(where, f"{_dotted(where)}: not allowed for a patch of type "
                                   f"{_fmt(kind)} (only {who} patches take {k})",
                            also=[path + ("type",)])
         else:
             out[k] = None
+    if out.get("table") is not None:
+        out["table"] = _profile_table(out["table"], path + ("table",), base)
     return SimpleNamespace(**out)
+
+
+def _profile_table(name: str, where: tuple[str, ...], base: Path) -> str:
+    """The table's absolute path, once it has been read and checked."""
+    from .io.profile_table import TableError, read_table
+
+    p = (base / Path(name).expanduser()).resolve()
+    try:
+        read_table(p)
+    except TableError as e:
+        raise _Problem(where, f"{_dotted(where)}: {e}") from None
+    return str(p)

@@ -123,8 +123,10 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
 
     from .io import cavity as cavity_post
     from .io import channel as channel_post
+    from .io import cylinder as cylinder_post
     from .io import plots, vtk
     from .io import step as step_post
+    from .io import taylor_green as tg_post
     from .mesh import MeshError, from_case
     from .parallel import halo
     from .parallel import profile as profiling
@@ -178,6 +180,8 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         # the solver's fields are numpy arrays: device staging is emulated, copies counted
         ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
         solver = make_solver(lmesh, case, comm, ex, timers)
+        monitor = (cylinder_post.Monitor(lmesh, case, solver, comm)  # per-step forces
+                   if case.postprocess.cylinder else None)
     counts = comm.gather((lmesh.n_owned, lmesh.n_ghost, len(lmesh.neighbours)), root=0)
     s = case.solver
     if root:
@@ -217,6 +221,9 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         while step < n_target and (max_steps is None or step < max_steps):
             info = solver.step()
             step += 1
+            if monitor is not None:  # collective: one allreduce
+                with timers("monitor"):
+                    monitor.sample(solver)
             if step == 1:  # one-time costs (AMG set-up, loading kernels) stay out of profiles
                 first_s = time.perf_counter() - t_loop
                 first_record = profiling.rank_record(lmesh, timers, _exchangers(solver, ex),
@@ -270,7 +277,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
             vtk.write_fields(str(outdir), case.name, lmesh, data, comm)
         post = {}
         if (case.postprocess.cavity or case.postprocess.channel or case.postprocess.backward_step
-                or case.output.plots):
+                or case.postprocess.cylinder or case.output.plots):
             gathered = cavity_post.gather_velocity(lmesh, solver.bc, solver.U, comm)
         if root and case.postprocess.cavity:
             post = cavity_post.postprocess(str(outdir), case, gathered, case.output.plots)
@@ -278,6 +285,12 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         if root and case.postprocess.channel:
             channel = channel_post.postprocess(str(outdir), case, gathered[0], gathered[1],
                                                case.output.plots)
+        tg = None
+        if case.postprocess.taylor_green:  # collective: every rank holds its part
+            tg = tg_post.errors(lmesh, solver.U, solver.p, solver.time, case, comm)
+        cyl = None
+        if root and monitor is not None:
+            cyl = monitor.report(str(outdir), *gathered, case.output.plots)
         bstep = None
         if root and case.postprocess.backward_step:
             bstep = step_post.postprocess(str(outdir), case, gathered[0], gathered[1],
@@ -382,6 +395,12 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         summary["channel"] = channel
         log(f"channel, Re = {channel['re']:g}: profile at x = {channel['x']:.4g} against "
             f"Poiseuille flow: max |u - u_exact| / u_max = {channel['max_rel_error']:.5f}")
+    if tg:
+        summary["taylor_green"] = tg
+        log(f"Taylor-Green vortices at t = {tg['time']:.6g}: velocity error L2 "
+            f"{tg['u_l2_error']:.4e} max {tg['u_max_error']:.4e}, pressure error L2 "
+            f"{tg['p_l2_error']:.4e} (relative to the exact peak), kinetic energy "
+            f"{tg['kinetic_energy_ratio']:.6f} of exact")
     if bstep:
         summary["backward_step"] = bstep
         xr = bstep["xr_over_S"]
@@ -390,6 +409,9 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
                "not found (no recirculation behind the step yet: not converged?)") + (
                 f" (Armaly et al. 1983: {bstep['xr_over_S_armaly']:.2f})"
                 if bstep.get("xr_over_S_armaly") is not None else ""))
+    if cyl:
+        summary["cylinder"] = cyl
+        log(cylinder_post.log_line(cyl))
     with open(outdir / "summary.json", "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2)
     log(f"results in {os.path.abspath(outdir)} (summary.json, profile.json, log.txt, "

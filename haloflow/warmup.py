@@ -18,11 +18,13 @@ def warm() -> None:
     from .runner import run_case
 
     halo.warm()
-    small = [  # AMG with a K-cycle level; overlapped SpMVs; PISO and SIMPLE; inlets, outlets
+    small = [  # AMG with a K-cycle level; overlapped SpMVs; PISO, BDF2 and SIMPLE; inlets,
+        # outlets, periodic pairs
         ("cavity", ["mesh.cells=[80,80,1]", "solver.max_steps=2", "parallel.halo=packed"]),
         ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "parallel.halo=overlap"]),
         ("channel", ["mesh.cells=[12,4,1]", "solver.max_iterations=2"]),
         ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2"]),
+        ("taylor_green", ["mesh.cells=[6,6,1]", "solver.max_steps=3"]),  # periodic, BDF2
     ]
     for name, overrides in small:
         case = load_case(name, overrides + ["output.plots=false", "output.fields=false"])

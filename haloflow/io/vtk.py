@@ -51,7 +51,12 @@ def cell_faces(lmesh):
     idx, size = _ragged(np.asarray(lmesh.face_ptr), faces, flip)
     cptr = np.concatenate([[0], np.cumsum(np.bincount(cells, minlength=n))])
     fptr = np.concatenate([[0], np.cumsum(size)])
-    return cptr, fptr, np.asarray(lmesh.face_nodes)[idx]
+    nodes = np.asarray(lmesh.face_nodes)[idx]
+    shadow = getattr(lmesh, "shadow_nodes", None)
+    if shadow is not None:  # a periodic neighbour's own points, not its owner's side
+        side = np.repeat(flip, size)
+        nodes[side] = np.asarray(shadow)[idx[side]]
+    return cptr, fptr, nodes
 
 
 def _is_hex(cptr, fptr):

@@ -144,8 +144,12 @@ class Workspace:
         self.invd = np.zeros(n_rows)
 
 
-def pcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace) -> SolveInfo:
-    """Solve A x = b (A symmetric positive (semi-)definite) in place; Jacobi preconditioner."""
+def pcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, rel_tol: float = 0.0
+        ) -> SolveInfo:
+    """Solve A x = b (A symmetric positive (semi-)definite) in place; Jacobi preconditioner.
+
+    Stops at ``||b - A x|| / ||b|| <= max(tol, rel_tol * initial)`` (every solver here:
+    ``rel_tol`` is OpenFOAM's ``relTol``, for outer iterations that need no exact solve)."""
     n = A.pattern.n_rows
     r, z, p, q = ws.v[:4]
     np.divide(1.0, A.diag, out=ws.invd)
@@ -155,6 +159,7 @@ def pcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace) -> SolveInfo:
     bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
     info = SolveInfo(res0=np.sqrt(rr) / bnorm)
     info.res = info.res0
+    tol = max(tol, rel_tol * info.res0)
     if info.res0 <= tol:
         return info
     p[:n] = z[:n]
@@ -215,7 +220,8 @@ def _bicg_s_only(s, r, v, alpha, n):
         s[i] = r[i] - alpha * v[i]
 
 
-def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None) -> SolveInfo:
+def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None,
+             rel_tol: float = 0.0) -> SolveInfo:
     """Solve A x = b in place with right-preconditioned BiCGStab: Jacobi (fused into the
     vector kernels) unless ``precond(r, z)`` is given."""
     n = A.pattern.n_rows
@@ -226,6 +232,7 @@ def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None) 
     bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
     info = SolveInfo(res0=np.sqrt(rr) / bnorm)
     info.res = info.res0
+    tol = max(tol, rel_tol * info.res0)
     if info.res0 <= tol:
         return info
     r0[:n] = r[:n]
@@ -286,7 +293,8 @@ def _fcg_direction(z, beta, p, n):
         p[i] = z[i] - beta * p[i]
 
 
-def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond) -> SolveInfo:
+def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond,
+        rel_tol: float = 0.0) -> SolveInfo:
     """Flexible CG (Notay's FCG(1)) for a variable preconditioner such as an AMG K-cycle.
 
     Each new direction is made A-orthogonal to the previous one explicitly, so the method
@@ -300,6 +308,7 @@ def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond) -> SolveIn
     bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
     info = SolveInfo(res0=np.sqrt(rr) / bnorm)
     info.res = info.res0
+    tol = max(tol, rel_tol * info.res0)
     if info.res0 <= tol:
         return info
     precond(r, z)

@@ -17,16 +17,21 @@ class MeshError(ValueError):
 
 
 def mesh_format(path: str | Path) -> str:
-    """``"foam"`` or ``"gmsh"``: the reader for ``path``, told by suffix and directory layout."""
+    """``"foam"``, ``"gmsh"`` or ``"blockmesh"``: the reader for ``path``, told by suffix and
+    directory layout (a case with a blockMeshDict but no polyMesh yet is ``"blockmesh"``)."""
     p = Path(path)
     if p.suffix.lower() == ".msh":
         return "gmsh"
+    from .blockmesh import find_blockmeshdict
+
+    if find_blockmeshdict(p) is not None:
+        return "blockmesh"
     if p.is_dir() or p.suffix.lower() == ".foam":
         return "foam"
     if p.is_file() and ((p.parent / "owner").exists() or (p.parent / "owner.gz").exists()):
         return "foam"  # one of the polyMesh files themselves
-    raise MeshError(f"{path}: not a mesh this reader knows (expected a Gmsh .msh file or an "
-                    "OpenFOAM case or polyMesh directory)")
+    raise MeshError(f"{path}: not a mesh this reader knows (expected a Gmsh .msh file, an "
+                    "OpenFOAM case or polyMesh directory, or a blockMeshDict)")
 
 
 def read_mesh(path: str | Path, notes: list[str] | None = None):
@@ -36,10 +41,15 @@ def read_mesh(path: str | Path, notes: list[str] | None = None):
     it cannot honour) goes to ``notes``, or becomes a warning when no list is given.
     """
     sink: list[str] = [] if notes is None else notes
-    if mesh_format(path) == "gmsh":
+    fmt = mesh_format(path)
+    if fmt == "gmsh":
         from .gmsh import read_gmsh
 
         mesh = read_gmsh(path, notes=sink)
+    elif fmt == "blockmesh":
+        from .blockmesh import read_blockmesh
+
+        mesh = read_blockmesh(path, notes=sink)
     else:
         from .foam import read_foam
 
@@ -52,17 +62,32 @@ def read_mesh(path: str | Path, notes: list[str] | None = None):
 
 def patch_names(path: str | Path) -> list[str]:
     """The patch names ``read_mesh(path)`` will produce, read as cheaply as the format allows."""
-    if mesh_format(path) == "gmsh":
+    fmt = mesh_format(path)
+    if fmt == "gmsh":
         from .gmsh import gmsh_patch_names
 
         return gmsh_patch_names(path)
+    if fmt == "blockmesh":
+        from .blockmesh import blockmesh_patch_names
+
+        return blockmesh_patch_names(path)
     from .foam import foam_patch_names
 
     return foam_patch_names(path)
 
 
 def from_case(m, notes: list[str] | None = None):
-    """The global mesh a case's ``[mesh]`` section describes (``case.mesh``)."""
+    """The global mesh a case's ``[mesh]`` section describes (``case.mesh``), with its
+    ``periodic`` patch pairs joined."""
+    mesh = _unjoined(m, notes)
+    if getattr(m, "periodic", ()):
+        from .periodic import stitch
+
+        mesh = stitch(mesh, m.periodic)
+    return mesh
+
+
+def _unjoined(m, notes):
     if m.type == "file":
         return read_mesh(m.file, notes)
     if m.type == "step":
@@ -70,6 +95,10 @@ def from_case(m, notes: list[str] | None = None):
 
         return step(m.inlet_height, m.step_height, m.upstream_length, m.downstream_length,
                     m.cells_x, m.cells_y, m.grading)
+    if m.type == "cylinder":
+        from .cylinder import cylinder
+
+        return cylinder(m.cells_around, m.grading, m.thickness)
     from .blocks import box
 
     return box(m.cells, m.lengths, m.origin, m.grading)

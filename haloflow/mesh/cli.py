@@ -89,7 +89,7 @@ def _convert(mesh, notes, out: Path) -> int:
         print(f"warning: {n}")
     view = SimpleNamespace(n_owned=mesh.n_cells, points=mesh.points, face_ptr=mesh.face_ptr,
                            face_nodes=mesh.face_nodes, owner=mesh.owner,
-                           neighbour=mesh.neighbour)
+                           neighbour=mesh.neighbour, shadow_nodes=mesh.shadow_nodes)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_vtu(str(out), view, cell_fields(mesh))

@@ -5,6 +5,11 @@ owner (owner < neighbour); boundary faces follow, grouped by patch.  A face's ar
 points out of its owner cell.  Geometry follows OpenFOAM's decomposition into triangles
 about the face's average point and pyramids about the cell's average face centre, so it is
 exact for planar polyhedra of any shape.
+
+Periodic (cyclic) patch pairs are joined into ordinary internal faces
+(:mod:`haloflow.mesh.periodic`): such a face keeps its owner's side, and ``face_shift`` says
+where the neighbour cell sits as seen from it (its centre plus the shift), so every kernel,
+partitioner and halo exchange treats a periodic neighbour like any other.
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ class Mesh:
     patches: list[Patch]
     n_cells: int
     geometry: Geometry | None = field(default=None, repr=False)
+    # periodic meshes only: (n_internal, 3) translation from the neighbour cell to its image
+    # next to the face (zero on ordinary faces), and the neighbour side's points of every
+    # face slot (face_nodes moved by -shift; the same as face_nodes on ordinary faces)
+    face_shift: np.ndarray | None = field(default=None, repr=False)
+    shadow_nodes: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_faces(self) -> int:
@@ -69,7 +79,7 @@ class Mesh:
         if self.geometry is None:
             self.geometry = compute_geometry(
                 self.points, self.face_ptr, self.face_nodes, self.owner, self.neighbour,
-                self.n_cells,
+                self.n_cells, self.face_shift,
             )
         return self.geometry
 
@@ -142,7 +152,9 @@ def _face_geometry(points, face_ptr, face_nodes, centres, areas):
 
 
 @nb.njit(cache=True)
-def _cell_geometry(owner, neighbour, fc, sf, n_cells, centres, volumes):
+def _cell_geometry(owner, neighbour, fc, fcn, sf, n_cells, centres, volumes):
+    """Cell centres and volumes; ``fcn`` are the internal faces' centres as the neighbour
+    cell sees them (moved by the periodic shift)."""
     n_int = len(neighbour)
     # estimated centre: average of face centres
     est = np.zeros((n_cells, 3))
@@ -155,7 +167,7 @@ def _cell_geometry(owner, neighbour, fc, sf, n_cells, centres, volumes):
         if f < n_int:
             nbr = neighbour[f]
             for d in range(3):
-                est[nbr, d] += fc[f, d]
+                est[nbr, d] += fcn[f, d]
             cnt[nbr] += 1.0
     for c in range(n_cells):
         for d in range(3):
@@ -171,10 +183,11 @@ def _cell_geometry(owner, neighbour, fc, sf, n_cells, centres, volumes):
                 break
             c = owner[f] if side == 0 else neighbour[f]
             sgn = 1.0 if side == 0 else -1.0
-            pv = sgn * (sf[f, 0] * (fc[f, 0] - est[c, 0]) + sf[f, 1] * (fc[f, 1] - est[c, 1])
-                        + sf[f, 2] * (fc[f, 2] - est[c, 2]))
+            x = fc[f] if side == 0 else fcn[f]
+            pv = sgn * (sf[f, 0] * (x[0] - est[c, 0]) + sf[f, 1] * (x[1] - est[c, 1])
+                        + sf[f, 2] * (x[2] - est[c, 2]))
             for d in range(3):
-                centres[c, d] += pv * (0.75 * fc[f, d] + 0.25 * est[c, d])
+                centres[c, d] += pv * (0.75 * x[d] + 0.25 * est[c, d])
             volumes[c] += pv
     for c in range(n_cells):
         if abs(volumes[c]) > 0.0:
@@ -186,15 +199,28 @@ def _cell_geometry(owner, neighbour, fc, sf, n_cells, centres, volumes):
         volumes[c] /= 3.0
 
 
-def compute_geometry(points, face_ptr, face_nodes, owner, neighbour, n_cells) -> Geometry:
+def compute_geometry(points, face_ptr, face_nodes, owner, neighbour, n_cells,
+                     face_shift=None) -> Geometry:
     nf = len(owner)
     fc = np.empty((nf, 3))
     sf = np.empty((nf, 3))
     _face_geometry(np.ascontiguousarray(points, dtype=np.float64), face_ptr, face_nodes, fc, sf)
     cc = np.empty((n_cells, 3))
     vol = np.empty(n_cells)
-    _cell_geometry(owner, neighbour, fc, sf, n_cells, cc, vol)
+    fcn = fc[: len(neighbour)]
+    if face_shift is not None:
+        fcn = fcn - face_shift
+    _cell_geometry(owner, neighbour, fc, np.ascontiguousarray(fcn), sf, n_cells, cc, vol)
     return Geometry(fc, sf, cc, vol)
+
+
+def neighbour_centres(mesh) -> np.ndarray:
+    """Centres of the internal faces' neighbour cells as their owners see them: the
+    periodic images where a face joins a periodic pair (``mesh`` global or local)."""
+    cc = mesh.geometry.cell_centres[mesh.neighbour]
+    if mesh.face_shift is not None:
+        cc += mesh.face_shift
+    return cc
 
 
 def cell_adjacency(mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:

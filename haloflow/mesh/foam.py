@@ -54,6 +54,8 @@ _SEPARATOR[list(b" \t\r\n\f\v()")] = True
 class _Lexer:
     """A file's bytes and a cursor; byte offsets become line numbers only in messages."""
 
+    macros = False  # True: ``$name`` comes back as a token (blockMeshDict expands it itself)
+
     def __init__(self, path: Path, data: bytes):
         self.path, self.data, self.pos = path, data, 0
 
@@ -82,7 +84,7 @@ class _Lexer:
             raise self.error("string is never closed", p)
         self.pos = m.end()
         text = m.group().decode("utf-8", "replace")
-        if text[0] in "#$":
+        if text[0] == "#" or (text[0] == "$" and not self.macros):
             raise self.error(f"{text}: directives and macros are not supported (mesh files "
                              "are read as data, never evaluated)", p)
         return text, p
@@ -428,8 +430,9 @@ def find_polymesh(path: str | Path) -> Path:
 
 
 def foam_patch_names(path: str | Path) -> list[str]:
-    """Patch names in mesh order, from the ``boundary`` file alone."""
-    return [e.name for e in _boundary(find_polymesh(path))[1]]
+    """Patch names in mesh order, from the ``boundary`` file alone; ``cyclic`` patches are
+    left out, as :func:`read_foam` joins them into internal faces."""
+    return [e.name for e in _boundary(find_polymesh(path))[1] if e.type != "cyclic"]
 
 
 def read_foam(path: str | Path, notes: list[str] | None = None):
@@ -495,7 +498,7 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
         ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         owner, neighbour = owner[perm], neighbour[order]
 
-    patches, end = [], ni
+    patches, end, cyclic = [], ni, []
     for e in entries:
         if e.type == "processor" or e.type.startswith("processor"):
             raise MeshError(f"{bpath}: line {e.line}: patch '{e.name}' is a processor "
@@ -505,7 +508,10 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
                             f"{e.start}, expected {end} (patches must follow the "
                             f"{ni} internal faces and each other)")
         kind = KINDS.get(e.type)
-        if kind is None:
+        if e.type == "cyclic":
+            kind = "patch"
+            cyclic.append(e)
+        elif kind is None:
             kind = "patch"
             extra = f" (neighbour patch '{e.neighbour}')" if e.neighbour else ""
             notes.append(f"patch '{e.name}' has type {e.type}{extra}, which haloflow does "
@@ -515,8 +521,33 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
     if end != nf:
         raise MeshError(f"{bpath}: patches cover faces {ni} to {end}, but the mesh has {nf} "
                         "faces")
-    return Mesh(points=points, face_ptr=ptr, face_nodes=nodes, owner=owner.astype(np.int64),
+    mesh = Mesh(points=points, face_ptr=ptr, face_nodes=nodes, owner=owner.astype(np.int64),
                 neighbour=neighbour.astype(np.int64), patches=patches, n_cells=n_cells)
+    if cyclic:
+        mesh = _join_cyclic(mesh, bpath, cyclic)
+        notes.append(f"cyclic patches joined into internal faces: "
+                     f"{', '.join(e.name for e in cyclic)}")
+    return mesh
+
+
+def _join_cyclic(mesh, bpath: Path, cyclic: list[_Entry]):
+    """Join each cyclic patch with its ``neighbourPatch`` (translational transforms only)."""
+    from .periodic import stitch
+
+    by_name = {e.name: e for e in cyclic}
+    pairs, done = [], set()
+    for e in cyclic:
+        if e.name in done:
+            continue
+        other = by_name.get(e.neighbour or "")
+        if other is None or other.neighbour != e.name:
+            raise MeshError(f"{bpath}: line {e.line}: cyclic patch '{e.name}' needs a "
+                            "'neighbourPatch' naming a cyclic patch that names it back "
+                            f"(got {e.neighbour!r}); old single-patch cyclics need "
+                            "foamUpgradeCyclics")
+        pairs.append((e.name, other.name))
+        done.update((e.name, other.name))
+    return stitch(mesh, pairs, where=str(bpath))
 
 
 def _take(ptr: np.ndarray, nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:

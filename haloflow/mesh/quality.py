@@ -28,10 +28,11 @@ ROOTVSMALL = 1e-150
 
 
 @nb.njit(cache=True)
-def _face_metrics(points, face_ptr, face_nodes, owner, neighbour, fc, sf, cc,
+def _face_metrics(points, face_ptr, face_nodes, owner, neighbour, fc, sf, cc, shift,
                   nonorth, skew, pyr):
     """Per face: non-orthogonality (degrees, internal faces), skewness, and the face
-    pyramid volumes seen from the owner and the neighbour (positive when oriented right)."""
+    pyramid volumes seen from the owner and the neighbour (positive when oriented right).
+    ``shift`` moves a periodic neighbour next to the face (zero elsewhere)."""
     ni = len(neighbour)
     for f in range(len(owner)):
         o = owner[f]
@@ -41,7 +42,8 @@ def _face_metrics(points, face_ptr, face_nodes, owner, neighbour, fc, sf, cc,
         pyr[f, 0] = (sx * px + sy * py + sz * pz) / 3.0
         if f < ni:
             n = neighbour[f]
-            dx, dy, dz = cc[n, 0] - cc[o, 0], cc[n, 1] - cc[o, 1], cc[n, 2] - cc[o, 2]
+            cnx, cny, cnz = cc[n, 0] + shift[f, 0], cc[n, 1] + shift[f, 1], cc[n, 2] + shift[f, 2]
+            dx, dy, dz = cnx - cc[o, 0], cny - cc[o, 1], cnz - cc[o, 2]
             dmag = math.sqrt(dx * dx + dy * dy + dz * dz)
             ds = dx * sx + dy * sy + dz * sz
             if dmag * smag > 0.0:
@@ -49,8 +51,8 @@ def _face_metrics(points, face_ptr, face_nodes, owner, neighbour, fc, sf, cc,
                 nonorth[f] = math.degrees(math.acos(c))
             else:
                 nonorth[f] = 90.0
-            pyr[f, 1] = (sx * (cc[n, 0] - fc[f, 0]) + sy * (cc[n, 1] - fc[f, 1])
-                         + sz * (cc[n, 2] - fc[f, 2])) / 3.0
+            pyr[f, 1] = (sx * (cnx - fc[f, 0]) + sy * (cny - fc[f, 1])
+                         + sz * (cnz - fc[f, 2])) / 3.0
             scale = 0.2 * dmag
         else:
             # the owner-to-face vector's normal part stands in for the missing neighbour
@@ -206,6 +208,7 @@ def _metrics(m: Mesh):
     pyr = np.ones((nf, 2))
     _face_metrics(np.ascontiguousarray(m.points, dtype=np.float64), m.face_ptr, m.face_nodes,
                   m.owner, m.neighbour, g.face_centres, g.face_areas, g.cell_centres,
+                  np.zeros((m.n_internal, 3)) if m.face_shift is None else m.face_shift,
                   nonorth, skew, pyr)
     return g, nonorth, skew, pyr
 

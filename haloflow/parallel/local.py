@@ -39,6 +39,9 @@ class LocalMesh:
     send_ptr: np.ndarray  # (len(neighbours) + 1,) offsets into send_cells
     send_cells: np.ndarray  # owned local cells each neighbour needs, ascending global id
     recv_ptr: np.ndarray  # ghosts from neighbours[k]: n_owned + recv_ptr[k] .. recv_ptr[k+1]
+    # periodic meshes only (see haloflow.mesh.core.Mesh): per local internal face
+    face_shift: np.ndarray | None = field(default=None, repr=False)
+    shadow_nodes: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_cells(self) -> int:
@@ -93,7 +96,13 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
     face_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     take = np.repeat(mesh.face_ptr[faces] - face_ptr[:-1], counts) + np.arange(face_ptr[-1])
     gnodes = mesh.face_nodes[take]
-    used, face_nodes = np.unique(gnodes, return_inverse=True)
+    periodic = mesh.face_shift is not None
+    if periodic:  # the neighbour side's points too: a ghost's own faces are not local
+        gshadow = mesh.shadow_nodes[take]
+        used, inv = np.unique(np.concatenate([gnodes, gshadow]), return_inverse=True)
+        face_nodes, shadow_nodes = inv[: len(gnodes)], inv[len(gnodes):]
+    else:
+        used, face_nodes = np.unique(gnodes, return_inverse=True)
 
     # who needs what: send lists and receive slices per neighbour rank
     ghost_rank = parts[ghosts]
@@ -130,6 +139,8 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
         send_ptr=np.asarray(send_ptr, dtype=np.int64),
         send_cells=(np.concatenate(send_cells) if send_cells else np.zeros(0)).astype(np.int64),
         recv_ptr=recv_ptr.astype(np.int64),
+        face_shift=mesh.face_shift[faces[:n_int_local]] if periodic else None,
+        shadow_nodes=shadow_nodes.astype(np.int64) if periodic else None,
     )
 
 

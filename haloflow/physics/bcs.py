@@ -5,7 +5,7 @@ A patch type sets the condition of every field on it:
 | type            | U                                   | p                       |
 |-----------------|-------------------------------------|-------------------------|
 | wall            | fixed (wall velocity)               | zero gradient           |
-| inlet           | fixed (uniform or parabolic)        | zero gradient           |
+| inlet           | fixed (uniform, parabolic, table)   | zero gradient           |
 | outlet          | zero gradient                       | fixed (outlet pressure) |
 | symmetry, slip  | zero normal, zero-gradient tangential | zero gradient         |
 | empty           | none (2D front/back)                | none                    |
@@ -23,7 +23,7 @@ import numpy as np
 
 FIXED, ZERO_GRADIENT, EMPTY, SYMMETRY = 0, 1, 2, 3
 PATCH_TYPES = ("wall", "inlet", "outlet", "symmetry", "slip", "empty")
-PROFILES = ("uniform", "parabolic")
+PROFILES = ("uniform", "parabolic", "table")
 
 
 @dataclass
@@ -66,8 +66,11 @@ def build_boundary(lmesh, spec: dict, comm=None) -> BoundaryArrays:
         elif s.type in ("wall", "inlet"):
             out.u_kind[sl], out.p_kind[sl] = FIXED, ZERO_GRADIENT
             out.u_value[sl] = np.zeros(3) if u is None else np.asarray(u, dtype=float)
-            if s.type == "inlet" and getattr(s, "profile", "uniform") == "parabolic":
+            profile = getattr(s, "profile", "uniform") if s.type == "inlet" else "uniform"
+            if profile == "parabolic":
                 parabolic.append(patch)
+            elif profile == "table":
+                out.u_value[sl] = table_values(lmesh, patch, s.table)
         elif s.type == "outlet":
             out.u_kind[sl], out.p_kind[sl] = ZERO_GRADIENT, FIXED
             out.p_value[sl] = 0.0 if p is None else float(p)
@@ -88,6 +91,15 @@ def build_boundary(lmesh, spec: dict, comm=None) -> BoundaryArrays:
             sl = _slice(lmesh, patch)
             out.u_value[sl] *= parabolic_shape(lmesh, patch, comps, comm)[:, None]
     return out
+
+
+def table_values(lmesh, patch, path) -> np.ndarray:
+    """Inlet velocity from a profile table at this rank's face centres of ``patch``."""
+    from ..io.profile_table import read_table
+
+    table = read_table(path)
+    fc = lmesh.geometry.face_centres[patch.start:patch.start + patch.size]
+    return table.at(fc[:, table.axis], f"boundary.{patch.name}.table ({path})")
 
 
 def _slice(lmesh, patch) -> slice:

@@ -1,6 +1,7 @@
 """Transient incompressible Navier-Stokes: PISO on a collocated grid with Rhie-Chow fluxes.
 
-Per step (implicit Euler): assemble momentum with the old face flux (implicit upwind, plus an
+Per step (implicit Euler, or the second-order backward formula BDF2 with
+``time_scheme = "backward"``): assemble momentum with the old face flux (implicit upwind, plus an
 explicit correction to linear or linear-upwind interpolation, and the non-orthogonal part of
 the diffusion on non-orthogonal meshes), solve a predictor, then ``n_correctors`` pressure
 corrections.  Face fluxes are built from the interpolated ``H/A`` and a compact pressure
@@ -34,6 +35,7 @@ from .bcs import (
     solved_components,
     velocity_boundary_values,
 )
+from .initial import initial_fields
 from .schemes import (
     Gradient,
     face_coeffs,
@@ -221,6 +223,21 @@ def abs_divergence(owner, neighbour, phi, n_owned, work):
 
 
 @nb.njit(cache=True)
+def extrapolate(a, b, out):
+    """``2 a - b`` (flat arrays): the linear extrapolation to the new time level."""
+    for i in range(len(a)):
+        out[i] = 2.0 * a[i] - b[i]
+
+
+@nb.njit(cache=True)
+def bdf2_history(U, Uold, out):
+    """``(4 U^n - U^(n-1)) / 3``: the old-time part of the BDF2 time term."""
+    for d in range(U.shape[0]):
+        for c in range(U.shape[1]):
+            out[d, c] = (4.0 * U[d, c] - Uold[d, c]) / 3.0
+
+
+@nb.njit(cache=True)
 def change_norms(U, Uold, vol, comps, n_owned):
     """(sum V |U - Uold|^2, sum V |U|^2) over owned cells."""
     a = 0.0
@@ -237,6 +254,7 @@ class PisoSolver:
     """State and one-step advance of the incompressible equations on one rank."""
 
     algorithm = "piso"
+    bdf2 = False
 
     def __init__(self, lmesh, case, comm, exchanger, timers=NULL_TIMERS):
         self.lm = lmesh
@@ -266,6 +284,9 @@ class PisoSolver:
         # the deferred non-orthogonal parts, only where some face needs them (never on a box)
         self.nonorth = s.laplacian == "corrected" and self._global_any(self.fc.nonorthogonal)
         self.linear_upwind = s.convection == "linear-upwind"
+        fcs = lm.geometry.face_centres
+        self.fcn = fcs if lm.face_shift is None else np.ascontiguousarray(
+            fcs[:ni] - lm.face_shift)  # face centres seen from the neighbour (periodic)
         self.p_singular = not bool(self._global_any(self.bc.pressure_fixed_somewhere))
         self.total_volume = comm.allreduce(float(self.vol[: lm.n_owned].sum()))
         # boundary speeds bound an incompressible flow's velocity; far above them it has blown up
@@ -284,8 +305,16 @@ class PisoSolver:
         self.p = np.zeros(n)
         self.phi = np.zeros(nf)
         self.time = 0.0
+        self.n_steps = 0
         # scratch, allocated once
         self.Uold = np.zeros((3, n))
+        self.Uold2 = np.zeros((3, n)) if self.bdf2 else None  # U^(n-1), BDF2 only
+        self.Utime = np.zeros((3, n)) if self.bdf2 else self.Uold  # what the time term sees
+        # BDF2 linearises convection about the extrapolated flux and velocity, which keeps it
+        # second order; Euler uses the old ones
+        self.phi_old = np.zeros(nf) if self.bdf2 else None
+        self.phi_conv = np.zeros(nf) if self.bdf2 else self.phi
+        self.U_conv = np.zeros((3, n)) if self.bdf2 else self.U
         self.b0 = np.zeros((3, n))
         self.rhs = np.zeros(n)
         self.grad = np.zeros((3, n))
@@ -308,12 +337,32 @@ class PisoSolver:
             self.ub = np.zeros((3, nf - ni))
             self.u_gkind = self.bc.grad_kind
             self._gu_fields = [self.gradU[d, e] for d in self.comps for e in self.comps]
+        self._initialise(case)
+
+    def _initialise(self, case) -> None:
+        """Fields at t = 0 from ``[initial]``; face fluxes interpolated from them (the first
+        pressure correction makes them divergence-free)."""
+        init = initial_fields(case, self.lm.geometry.cell_centres)
+        if init is None:
+            return
+        lm = self.lm
+        U, p = init
+        self.U[self.comps] = U[self.comps]
+        self.p[:] = p
+        predicted_fluxes(lm.owner, lm.neighbour, self.fc.weight, self.sf, self.fc.gdiff, self.U,
+                         np.zeros(lm.n_cells), self.bc.u_kind, self.bc.u_value, self.bc.p_kind,
+                         self.phi, self.g, 0, lm.n_internal, True)
 
     def _set_time(self, s) -> None:
-        """Time stepping: the momentum time term uses ``ddt``; ``dt`` advances ``time``."""
+        """Time stepping: the momentum time term uses ``ddt``; ``dt`` advances ``time``.
+
+        BDF2 ``(3 U - 4 U^n + U^(n-1)) / (2 dt)`` is Euler's kernel with ``ddt = 2 dt / 3``
+        and ``(4 U^n - U^(n-1)) / 3`` in place of ``U^n``, so no kernel knows the scheme.
+        Its first step has no ``U^(n-1)`` and is an Euler step."""
         self.dt = self.ddt = float(s.dt)
         self.end_time = float(s.end_time)
         self.steady_tol = float(s.steady_tol)
+        self.bdf2 = getattr(s, "time_scheme", "euler") == "backward"
 
     def converged(self, info: StepInfo) -> bool:
         """Steady: the relative change of U per unit time is below ``steady_tol``."""
@@ -332,7 +381,20 @@ class PisoSolver:
         lm, T = self.lm, self.timers
         n = lm.n_owned
         U, comps = self.U, self.comps
+        if self.bdf2:
+            self.Uold2[:, :] = self.Uold
+            if self.n_steps:
+                self.ddt = 2.0 * self.dt / 3.0
+                bdf2_history(U, self.Uold2, self.Utime)
+                extrapolate(self.phi, self.phi_old, self.phi_conv)
+                extrapolate(U.reshape(-1), self.Uold2.reshape(-1), self.U_conv.reshape(-1))
+            else:
+                self.Utime[:, :] = U
+                self.phi_conv[:] = self.phi
+                self.U_conv[:, :] = U
+            self.phi_old[:] = self.phi
         self.Uold[:, :] = U
+        self.n_steps += 1
 
         self._assemble_momentum()
         u_solves = self._predict()
@@ -358,10 +420,11 @@ class PisoSolver:
         current flux and velocity; the pressure gradient of the current pressure."""
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
         with T("assemble"):
-            momentum_coeffs(lm.owner, lm.neighbour, self.phi, fc.gdiff, self.nu, self.vol,
+            momentum_coeffs(lm.owner, lm.neighbour, self.phi_conv, fc.gdiff, self.nu, self.vol,
                             self.ddt, bc.u_kind, self.diag, self.lower, self.upper)
-            momentum_source(lm.owner, lm.neighbour, fc.weight, self.phi, fc.gdiff, self.nu,
-                            self.vol, self.ddt, bc.u_kind, bc.u_value, self.U, self.Uold,
+            momentum_source(lm.owner, lm.neighbour, fc.weight, self.phi_conv, fc.gdiff,
+                            self.nu, self.vol, self.ddt, bc.u_kind, bc.u_value, self.U_conv,
+                            self.Utime,
                             self.linear, self.comps, self.b0, self.sf)
         if self.gradU is not None:
             self._explicit_momentum()
@@ -381,10 +444,10 @@ class PisoSolver:
         linear-upwind correction (ghost values of U are current)."""
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
         with T("fluxes"):
-            velocity_boundary_values(lm.owner, self.sf, bc.u_kind, bc.u_value, self.U,
+            velocity_boundary_values(lm.owner, self.sf, bc.u_kind, bc.u_value, self.U_conv,
                                      lm.n_internal, self.ub)
             for d in self.comps:
-                self._gradient(self.U[d], self.u_gkind, self.ub[d], self.gradU[d])
+                self._gradient(self.U_conv[d], self.u_gkind, self.ub[d], self.gradU[d])
         with T("halo"):
             self.ex.exchange(self._gu_fields)
         with T("assemble"):
@@ -393,8 +456,8 @@ class PisoSolver:
                                          self.comps, self.nu, self.b0)
             if self.linear_upwind:
                 g = lm.geometry
-                linear_upwind_source(lm.owner, lm.neighbour, self.phi, g.face_centres,
-                                     g.cell_centres, self.gradU, self.comps, self.b0)
+                linear_upwind_source(lm.owner, lm.neighbour, self.phi_conv, g.face_centres,
+                                     self.fcn, g.cell_centres, self.gradU, self.comps, self.b0)
 
     def _predict(self) -> list:
         """Momentum predictor with the pressure gradient of the current pressure."""
@@ -406,7 +469,8 @@ class PisoSolver:
                 np.subtract(self.b0[d], self.rhs, out=self.rhs)
                 u_solves.append(bicgstab(self.M, self.rhs, self.U[d], self.u_cfg.tol,
                                          self.u_cfg.max_iter, self.red, self.ws,
-                                         None if self.u_pre is None else self.u_pre.apply))
+                                         None if self.u_pre is None else self.u_pre.apply,
+                                         self.u_cfg.rel_tol))
         with T("halo"):
             self.ex.exchange(self._u_fields)
         return u_solves
@@ -425,6 +489,9 @@ class PisoSolver:
             np.subtract(self.b0[d, :n], self.work[:n], out=self.HbyA[d, :n])
             self.HbyA[d, :n] /= self.M.diag
         np.divide(self.vol[:n], self.M.diag, out=self.rAU[:n])
+
+    def _flux_memory(self) -> None:
+        """A correction of the predicted fluxes from the previous ones: none in PISO."""
 
     def _pressure_equation(self) -> SolveInfo:
         """Predicted fluxes of H/A and the pressure equation, solved into ``p``."""
@@ -445,6 +512,7 @@ class PisoSolver:
             self.ex.finish(h)
         with T("fluxes"):
             predicted_fluxes(*pre, nint if self.ex.overlaps else 0, ni, True)
+            self._flux_memory()
         if not self.nonorth:
             return self._solve_pressure(True)
         # the non-orthogonal part from the latest pressure gradient, ghosts included;
@@ -494,9 +562,10 @@ class PisoSolver:
                 elif first:
                     self.p_amg.refresh()
                 info = fcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,
-                           self.p_amg.apply)
+                           self.p_amg.apply, cfg.rel_tol)
             else:
-                info = pcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws)
+                info = pcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,
+                           cfg.rel_tol)
             if self.p_singular:  # pin the free constant: zero mean pressure
                 mean = self.red.sum(float(self.p[:n].sum()))[0] / lm.n_cells_global
                 self.p[:n] -= mean

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from ..mesh.core import neighbour_centres
 from .bcs import EMPTY, FIXED
 
 GRADIENTS = ("gauss", "least-squares")
@@ -37,11 +38,12 @@ def face_coeffs(lmesh) -> FaceCoeffs:
     own = lmesh.owner
     magsf = np.linalg.norm(sf, axis=1)
     n = sf / magsf[:, None]
+    cn = neighbour_centres(lmesh)  # periodic neighbours: their images next to the face
     do = np.abs(np.einsum("ij,ij->i", n[:ni], fc[:ni] - cc[own[:ni]]))
-    dn = np.abs(np.einsum("ij,ij->i", n[:ni], cc[lmesh.neighbour] - fc[:ni]))
+    dn = np.abs(np.einsum("ij,ij->i", n[:ni], cn - fc[:ni]))
     weight = dn / (do + dn)
     d = np.empty_like(sf)
-    d[:ni] = cc[lmesh.neighbour] - cc[own[:ni]]
+    d[:ni] = cn - cc[own[:ni]]
     d[ni:] = fc[ni:] - cc[own[ni:]]
     gdiff = magsf**2 / np.einsum("ij,ij->i", sf, d)
     corr = sf[:ni] - gdiff[:ni, None] * d[:ni]
@@ -141,7 +143,7 @@ def lsq_vectors(lmesh, empty: np.ndarray, comps) -> tuple[np.ndarray, np.ndarray
     cc, fc = g.cell_centres, g.face_centres
     own, nbr = lmesh.owner[:ni], lmesh.neighbour
     bown = lmesh.owner[ni:]
-    d = cc[nbr] - cc[own]
+    d = neighbour_centres(lmesh) - cc[own]
     db = fc[ni:] - cc[bown]
     w = 1.0 / np.einsum("ij,ij->i", d, d)
     wb = np.where(empty, 0.0, 1.0 / np.einsum("ij,ij->i", db, db))
@@ -222,17 +224,20 @@ def nonorth_flux_correction(owner, neighbour, weight, corr, rAU, grad, comps, ph
 
 
 @nb.njit(cache=True)
-def linear_upwind_source(owner, neighbour, phi, fc, cc, gradU, comps, b):
+def linear_upwind_source(owner, neighbour, phi, fc, fcn, cc, gradU, comps, b):
     """Deferred correction from upwind to linear-upwind: the upwind value extrapolated to
-    the face centre with the upwind cell's gradient (second order, not strictly bounded)."""
+    the face centre with the upwind cell's gradient (second order, not strictly bounded).
+    ``fcn``: the face centres as the neighbour sees them (different across periodic
+    pairs)."""
     for f in range(len(neighbour)):
         o = owner[f]
         n = neighbour[f]
         F = phi[f]
         u = o if F >= 0.0 else n
+        x = fc[f] if F >= 0.0 else fcn[f]
         for d in comps:
             s = 0.0
             for e in comps:
-                s += gradU[d, e, u] * (fc[f, e] - cc[u, e])
+                s += gradU[d, e, u] * (x[e] - cc[u, e])
             b[d, o] -= F * s
             b[d, n] += F * s

@@ -219,7 +219,7 @@ def _error(overrides, source="channel"):
 
 @pytest.mark.parametrize("override, expected", [
     ("boundary.left.profile=cubic",
-     'boundary.left.profile: expected "uniform" or "parabolic", got "cubic"'),
+     'boundary.left.profile: expected "uniform", "parabolic" or "table", got "cubic"'),
     ("boundary.top.profile=parabolic",
      'boundary.top.profile: not allowed for a patch of type "wall" (only inlet patches take'),
     ("boundary.top.type=mirror", 'boundary.top.type: expected "wall", "inlet", "outlet", '

@@ -142,7 +142,7 @@ def test_writer_escapes_strings():
     ('[boundary.left]\ntype = "wall"', '[boundary.left]\ntype = "inlet"', "boundary.left.U",
      "required key missing"),
     ("[mesh]", "[mesh]\ntype = \"gmsh\"", "mesh.type",
-     'expected "box", "step" or "file", got "gmsh"'),
+     'expected "box", "step", "cylinder" or "file", got "gmsh"'),
     ("end_time = 1", "end_time = 1\nmax_steps = 2.0", "solver.max_steps",
      "expected an integer >= 0, got 2.0"),
 ])

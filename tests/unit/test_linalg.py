@@ -126,6 +126,25 @@ def test_krylov_matches_spsolve(solver, symmetric):
 
 
 @pytest.mark.parametrize("solver", [pcg, bicgstab])
+def test_relative_tolerance_stops_early(solver):
+    """rel_tol: stop at that fraction of the initial residual (relTol), not at tol."""
+    m = _mesh()
+    diag, lower, upper = _coefficients(m, True, shift=0.05)
+    lm, A = _serial(m, diag, lower, upper)
+    b = np.random.default_rng(3).standard_normal(m.n_cells)
+    nvec = 4 if solver is pcg else 8
+    x = np.full(m.n_cells, 0.3)  # res0 != 1
+    info = solver(A, b, x, 1e-10, 500, Reducer(COMM), Workspace(lm.n_cells, lm.n_owned, nvec),
+                  rel_tol=0.05) if solver is pcg else solver(
+        A, b, x, 1e-10, 500, Reducer(COMM), Workspace(lm.n_cells, lm.n_owned, nvec), None, 0.05)
+    _, full = _solve(solver, A, lm, b, 1e-10)
+    assert info.converged and 1e-10 < info.res <= 0.05 * info.res0
+    assert 0 < info.iters < full.iters / 2
+    true_res = np.linalg.norm(b - _reference(m, diag, lower, upper) @ x) / np.linalg.norm(b)
+    assert true_res == pytest.approx(info.res, rel=1e-6)
+
+
+@pytest.mark.parametrize("solver", [pcg, bicgstab])
 def test_krylov_zero_rhs_and_exact_guess(solver):
     """b = 0 returns at once with x = 0; an exact initial guess needs no iterations."""
     m = _mesh()

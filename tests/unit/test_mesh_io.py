@@ -266,14 +266,18 @@ def test_foam_structural_errors(tmp_path):
         read_foam(tmp_path / "nowhere")
 
 
-def test_foam_cyclic_and_unknown_types_become_plain_patches(tmp_path):
+def test_foam_unknown_types_become_plain_patches_and_a_lone_cyclic_is_refused(tmp_path):
     d = write_polymesh(tmp_path, sheared(1.0))
-    (d / "boundary").write_text((d / "boundary").read_text().replace(
-        "type wall;", "type cyclic;\n        neighbourPatch other;"))
+    text = (d / "boundary").read_text()
+    (d / "boundary").write_text(text.replace("type wall;", "type mappedWall;"))
     notes = []
     m = read_foam(tmp_path, notes)
     assert m.patches[0].kind == "patch"
-    assert "cyclic" in notes[0] and "'other'" in notes[0]
+    assert "mappedWall" in notes[0] and "plain patch" in notes[0]
+    (d / "boundary").write_text(text.replace(
+        "type wall;", "type cyclic;\n        neighbourPatch other;"))
+    with pytest.raises(MeshError, match="neighbourPatch.*'other'"):
+        read_foam(tmp_path, [])
 
 
 # -- Gmsh ----------------------------------------------------------------------------------
