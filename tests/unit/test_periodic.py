@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mpi4py import MPI
 
 from haloflow.case import CaseError, load_case
 from haloflow.io.vtk import cell_faces
@@ -16,9 +15,7 @@ from haloflow.mesh import MeshError, patch_names, read_mesh
 from haloflow.mesh.blocks import box
 from haloflow.mesh.periodic import stitch
 from haloflow.mesh.quality import check
-from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
-from haloflow.physics.incompressible import make_solver
 from haloflow.physics.schemes import face_coeffs
 
 DATA = Path(__file__).parents[1] / "data" / "meshes"
@@ -169,23 +166,12 @@ def test_boundary_table_for_a_periodic_patch(tmp_path):
 
 
 def _tg_error(scheme, steps, cells=32, nu=0.2):
-    """RMS velocity error at t = 1 of Taylor-Green vortices decaying fast (nu = 0.2: the
-    time error dominates the spatial one at these steps)."""
-    from haloflow.mesh import from_case
-    from haloflow.physics.initial import taylor_green
+    """Velocity error at t = 1 of Taylor-Green vortices decaying fast (nu = 0.2: the time
+    error dominates the spatial one at these steps)."""
+    from tests.validation.test_taylor_green import velocity_error
 
-    case = load_case("taylor_green", [f"mesh.cells=[{cells},{cells},1]", f"physics.nu={nu}",
-                                      f'solver.time_scheme="{scheme}"',
-                                      f"solver.dt={1.0 / steps}", "solver.end_time=1.0"])
-    m = from_case(case.mesh)
-    lm = build_local(m, np.zeros(m.n_cells, dtype=np.int64), 0)
-    comm = MPI.COMM_SELF
-    s = make_solver(lm, case, comm, halo.make("packed", lm, comm))
-    for _ in range(steps):
-        s.step()
-    c = lm.geometry.cell_centres
-    u, v, _ = taylor_green(c[:, 0], c[:, 1], s.time, 1.0, case.mesh.lengths[0], nu)
-    return float(np.sqrt(np.mean((s.U[0] - u) ** 2 + (s.U[1] - v) ** 2)))
+    return velocity_error(cells, steps, 1.0, f"physics.nu={nu}",
+                          f'solver.time_scheme="{scheme}"')["u_l2_error"]
 
 
 def test_bdf2_is_second_order_in_time():
