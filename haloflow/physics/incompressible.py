@@ -310,10 +310,10 @@ class PisoSolver:
         self.Uold = np.zeros((3, n))
         self.Uold2 = np.zeros((3, n)) if self.bdf2 else None  # U^(n-1), BDF2 only
         self.Utime = np.zeros((3, n)) if self.bdf2 else self.Uold  # what the time term sees
-        # BDF2 linearises convection about the extrapolated flux and velocity, which keeps it
-        # second order; Euler uses the old ones
-        self.phi_old = np.zeros(nf) if self.bdf2 else None
-        self.phi_conv = np.zeros(nf) if self.bdf2 else self.phi
+        # BDF2 takes the explicit parts of convection (the deferred correction to linear or
+        # linear-upwind) at the extrapolated velocity 2 U^n - U^(n-1), which keeps it second
+        # order; the convecting flux stays the old one (extrapolating it as well damps vortex
+        # shedding: c_L,max 0.84 instead of 1.05 on the 64-cell cylinder).  Euler: U^n.
         self.U_conv = np.zeros((3, n)) if self.bdf2 else self.U
         self.b0 = np.zeros((3, n))
         self.rhs = np.zeros(n)
@@ -386,13 +386,10 @@ class PisoSolver:
             if self.n_steps:
                 self.ddt = 2.0 * self.dt / 3.0
                 bdf2_history(U, self.Uold2, self.Utime)
-                extrapolate(self.phi, self.phi_old, self.phi_conv)
                 extrapolate(U.reshape(-1), self.Uold2.reshape(-1), self.U_conv.reshape(-1))
             else:
                 self.Utime[:, :] = U
-                self.phi_conv[:] = self.phi
                 self.U_conv[:, :] = U
-            self.phi_old[:] = self.phi
         self.Uold[:, :] = U
         self.n_steps += 1
 
@@ -420,9 +417,9 @@ class PisoSolver:
         current flux and velocity; the pressure gradient of the current pressure."""
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
         with T("assemble"):
-            momentum_coeffs(lm.owner, lm.neighbour, self.phi_conv, fc.gdiff, self.nu, self.vol,
+            momentum_coeffs(lm.owner, lm.neighbour, self.phi, fc.gdiff, self.nu, self.vol,
                             self.ddt, bc.u_kind, self.diag, self.lower, self.upper)
-            momentum_source(lm.owner, lm.neighbour, fc.weight, self.phi_conv, fc.gdiff,
+            momentum_source(lm.owner, lm.neighbour, fc.weight, self.phi, fc.gdiff,
                             self.nu, self.vol, self.ddt, bc.u_kind, bc.u_value, self.U_conv,
                             self.Utime,
                             self.linear, self.comps, self.b0, self.sf)
@@ -456,7 +453,7 @@ class PisoSolver:
                                          self.comps, self.nu, self.b0)
             if self.linear_upwind:
                 g = lm.geometry
-                linear_upwind_source(lm.owner, lm.neighbour, self.phi_conv, g.face_centres,
+                linear_upwind_source(lm.owner, lm.neighbour, self.phi, g.face_centres,
                                      self.fcn, g.cell_centres, self.gradU, self.comps, self.b0)
 
     def _predict(self) -> list:
