@@ -438,7 +438,7 @@ def foam_patch_names(path: str | Path) -> list[str]:
 def read_foam(path: str | Path, notes: list[str] | None = None):
     """Read a polyMesh into a :class:`~haloflow.mesh.core.Mesh`; ``notes`` collects what the
     reader decided for the user (patch types it cannot honour, faces it reordered)."""
-    from .core import Mesh, Patch  # numba comes with core: not needed for patch names
+    from .core import Mesh, Patch, take_faces  # numba comes with core: not needed for patch names
 
     notes = [] if notes is None else notes
     folder = find_polymesh(path)
@@ -493,7 +493,7 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
     if np.any(order != np.arange(ni)):
         notes.append("internal faces reordered to upper-triangular order")
         perm = np.concatenate([order, np.arange(ni, nf)])
-        nodes = _take(ptr, nodes, perm)
+        nodes = take_faces(ptr, nodes, perm)[1]
         sizes = sizes[perm]
         ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         owner, neighbour = owner[perm], neighbour[order]
@@ -548,13 +548,6 @@ def _join_cyclic(mesh, bpath: Path, cyclic: list[_Entry]):
         pairs.append((e.name, other.name))
         done.update((e.name, other.name))
     return stitch(mesh, pairs, where=str(bpath))
-
-
-def _take(ptr: np.ndarray, nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:
-    """The nodes of ``faces``, in that order (vectorised CSR gather)."""
-    start, size = ptr[faces], ptr[faces + 1] - ptr[faces]
-    offs = np.arange(size.sum()) - np.repeat(np.cumsum(size) - size, size)
-    return nodes[np.repeat(start, size) + offs]
 
 
 def _reverse(ptr: np.ndarray, nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:

@@ -16,11 +16,13 @@ relative to the smallest edge of the two patches.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from scipy.spatial import cKDTree
 
 from . import MeshError
-from .core import Mesh, Patch, compute_geometry
+from .core import Mesh, Patch, take_faces
 
 MATCH_TOL = 1e-4  # of the smallest face-edge length on the two patches
 
@@ -38,7 +40,7 @@ def stitch(mesh: Mesh, pairs, where: str = "mesh.periodic") -> Mesh:
     g = mesh.geom()
     names = [p.name for p in mesh.patches]
     seen: set[str] = set()
-    joined = []  # (owner, neighbour, kept face, partner face, shift of the kept face)
+    joined: list[_Joined] = []
     for a, b in pairs:
         if a == b:
             raise MeshError(f"{where}: a patch cannot be periodic with itself ('{a}')")
@@ -51,10 +53,10 @@ def stitch(mesh: Mesh, pairs, where: str = "mesh.periodic") -> Mesh:
             seen.add(name)
         joined.append(_match(mesh, g, mesh.patch(a), mesh.patch(b), where))
 
-    own = np.concatenate([j[0] for j in joined])
-    nbr = np.concatenate([j[1] for j in joined])
-    keep = np.concatenate([j[2] for j in joined])
-    shift = np.concatenate([j[4] for j in joined])
+    own = np.concatenate([j.owner for j in joined])
+    nbr = np.concatenate([j.neighbour for j in joined])
+    keep = np.concatenate([j.faces for j in joined])
+    shift = np.concatenate([j.shift for j in joined])
 
     ni = mesh.n_internal
     if np.any(own == nbr):
@@ -84,7 +86,7 @@ def stitch(mesh: Mesh, pairs, where: str = "mesh.periodic") -> Mesh:
         bfaces.append(np.arange(p.start, p.start + p.size))
         start += p.size
     all_faces = np.concatenate([int_faces] + bfaces).astype(np.int64)
-    ptr, nodes = _take(mesh.face_ptr, mesh.face_nodes, all_faces)
+    ptr, nodes = take_faces(mesh.face_ptr, mesh.face_nodes, all_faces)
 
     # the neighbour side's points: the same except on joined faces, where each pair maps its
     # own points (a corner point is on two pairs, with a different partner in each)
@@ -92,29 +94,30 @@ def stitch(mesh: Mesh, pairs, where: str = "mesh.periodic") -> Mesh:
     int_faces_of_slot = np.repeat(np.concatenate([int_faces, np.full(len(all_faces) -
                                                   len(int_faces), -1)]), np.diff(ptr))
     for j in joined:
-        slot = np.isin(int_faces_of_slot, j[2])
+        slot = np.isin(int_faces_of_slot, j.faces)
         lookup = np.arange(len(mesh.points))
-        lookup[j[5][:, 0]] = j[5][:, 1]
+        lookup[j.points[:, 0]] = j.points[:, 1]
         shadow[slot] = lookup[nodes[slot]]
 
-    out = Mesh(points=mesh.points, face_ptr=ptr, face_nodes=nodes,
-               owner=np.concatenate([owner, mesh.owner[all_faces[len(int_faces):]]]),
-               neighbour=neighbour.astype(np.int64), patches=patches, n_cells=mesh.n_cells,
-               face_shift=face_shift, shadow_nodes=shadow)
-    out.geometry = compute_geometry(out.points, out.face_ptr, out.face_nodes, out.owner,
-                                    out.neighbour, out.n_cells, out.face_shift)
-    return out
+    return Mesh(points=mesh.points, face_ptr=ptr, face_nodes=nodes,
+                owner=np.concatenate([owner, mesh.owner[all_faces[len(int_faces):]]]),
+                neighbour=neighbour.astype(np.int64), patches=patches, n_cells=mesh.n_cells,
+                face_shift=face_shift, shadow_nodes=shadow)
 
 
-def _take(ptr, nodes, faces):
-    start, size = ptr[faces], ptr[faces + 1] - ptr[faces]
-    offs = np.arange(size.sum()) - np.repeat(np.cumsum(size) - size, size)
-    new_ptr = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
-    return new_ptr, nodes[np.repeat(start, size) + offs].astype(np.int64)
+class _Joined(NamedTuple):
+    """One pair's joined faces: the cells either side, the face kept (the lower cell's
+    side), its shift, and (kept-side point, other-side point) pairs."""
+
+    owner: np.ndarray
+    neighbour: np.ndarray
+    faces: np.ndarray
+    shift: np.ndarray
+    points: np.ndarray
 
 
-def _match(mesh: Mesh, g, pa: Patch, pb: Patch, where: str):
-    """Owner, neighbour, kept face, partner face, shift and point pairs for one pair."""
+def _match(mesh: Mesh, g, pa: Patch, pb: Patch, where: str) -> _Joined:
+    """Match the faces and points of one pair of patches."""
     what = f"{where}: patches '{pa.name}' and '{pb.name}'"
     if pa.size != pb.size:
         raise MeshError(f"{what} have {pa.size} and {pb.size} faces; periodic patches need "
@@ -148,7 +151,6 @@ def _match(mesh: Mesh, g, pa: Patch, pb: Patch, where: str):
     pa_own, pb_own = mesh.owner[fa], mesh.owner[fb]
     a_kept = pa_own < pb_own
     keep = np.where(a_kept, fa, fb)
-    partner = np.where(a_kept, fb, fa)
     shift = np.where(a_kept[:, None], t, -t)  # a's side sees b's cell moved by +t
 
     # points: every point of a patch-a face has a partner point on patch b, at x - t
@@ -162,16 +164,16 @@ def _match(mesh: Mesh, g, pa: Patch, pb: Patch, where: str):
                         f"has no partner on '{pb.name}' after the translation")
     a_to_b = np.stack([pts_a, pts_b[ib]], axis=1)
     pt_pairs = np.concatenate([a_to_b, a_to_b[:, ::-1]])  # kept point -> the other side's
-    return (np.minimum(pa_own, pb_own), np.maximum(pa_own, pb_own), keep, partner, shift,
-            pt_pairs)
+    return _Joined(np.minimum(pa_own, pb_own), np.maximum(pa_own, pb_own), keep, shift,
+                   pt_pairs)
 
 
 def _nodes_of(mesh: Mesh, faces: np.ndarray) -> np.ndarray:
-    return _take(mesh.face_ptr, mesh.face_nodes, faces)[1]
+    return take_faces(mesh.face_ptr, mesh.face_nodes, faces)[1]
 
 
 def _min_edge(mesh: Mesh, faces: np.ndarray) -> float:
-    ptr, nodes = _take(mesh.face_ptr, mesh.face_nodes, faces)
+    ptr, nodes = take_faces(mesh.face_ptr, mesh.face_nodes, faces)
     nxt = np.arange(len(nodes)) + 1
     nxt[ptr[1:] - 1] = ptr[:-1]  # the last point of a face closes onto its first
     e = np.linalg.norm(mesh.points[nodes] - mesh.points[nodes[nxt]], axis=1)

@@ -419,9 +419,8 @@ class PisoSolver:
         with T("assemble"):
             momentum_coeffs(lm.owner, lm.neighbour, self.phi, fc.gdiff, self.nu, self.vol,
                             self.ddt, bc.u_kind, self.diag, self.lower, self.upper)
-            momentum_source(lm.owner, lm.neighbour, fc.weight, self.phi, fc.gdiff,
-                            self.nu, self.vol, self.ddt, bc.u_kind, bc.u_value, self.U_conv,
-                            self.Utime,
+            momentum_source(lm.owner, lm.neighbour, fc.weight, self.phi, fc.gdiff, self.nu,
+                            self.vol, self.ddt, bc.u_kind, bc.u_value, self.U_conv, self.Utime,
                             self.linear, self.comps, self.b0, self.sf)
         if self.gradU is not None:
             self._explicit_momentum()

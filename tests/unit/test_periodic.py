@@ -30,13 +30,13 @@ def test_joined_box_keeps_its_geometry():
     assert [p.name for p in s.patches] == ["front", "back"]
     assert s.n_internal == m.n_internal + 4 + 5
     # cells are computed from the joined faces alone: same as before joining
-    assert np.allclose(s.geometry.cell_volumes, g0.cell_volumes, rtol=1e-13)
-    assert np.allclose(s.geometry.cell_centres, g0.cell_centres, atol=1e-14)
+    assert np.allclose(s.geom().cell_volumes, g0.cell_volumes, rtol=1e-13)
+    assert np.allclose(s.geom().cell_centres, g0.cell_centres, atol=1e-14)
     moved = np.any(s.face_shift != 0.0, axis=1)
     assert moved.sum() == 9
     assert {tuple(np.round(v, 12)) for v in s.face_shift[moved]} == {(-1.0, 0, 0), (0, -0.8, 0)}
     # the neighbour's image lies beyond the face, on the owner's side's outward normal
-    fc, sf, cc = s.geometry.face_centres, s.geometry.face_areas, s.geometry.cell_centres
+    fc, sf, cc = s.geom().face_centres, s.geom().face_areas, s.geom().cell_centres
     img = cc[s.neighbour] + s.face_shift
     assert np.all(np.einsum("ij,ij->i", img - fc[: s.n_internal], sf[: s.n_internal]) > 0)
     rep = check(s)

@@ -10,10 +10,8 @@ from mpi4py import MPI
 from haloflow.case import CaseError, load_case
 from haloflow.io.profile_table import TableError, read_table
 from haloflow.mesh.blocks import box
-from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
 from haloflow.physics.bcs import build_boundary
-from haloflow.physics.incompressible import make_solver
 
 
 def parabola_csv(path, n=41, height=1.0, extra=""):
@@ -52,14 +50,10 @@ def test_channel_from_a_table_inlet_is_poiseuille(tmp_path):
 
     parabola_csv(tmp_path / "inlet.csv")
     case = table_case(tmp_path, extra=["solver.residual_tol=1e-6"])
+    from tests.validation.test_channel import steady
+
     m = case.mesh
-    mesh = box(m.cells, m.lengths, m.origin, m.grading)
-    lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
-    comm = MPI.COMM_SELF
-    s = make_solver(lm, case, comm, halo.make("packed", lm, comm))
-    for _ in range(3000):
-        if s.converged(s.step()):
-            break
+    lm, s, _ = steady(box(m.cells, m.lengths, m.origin, m.grading), case, "table inlet")
     ids = 30 + 40 * np.arange(20)
     err = max_relative_error(lm.geometry.cell_centres[ids, 1], s.U[0, ids], 0.0, 1.0, 1.0)
     assert err < 0.003, err

@@ -58,18 +58,23 @@ def channel(kind, algorithm, *extra, cells=CELLS, length=2.0, max_steps=3000):
         checker(mesh, cells)
     elif kind == "random":
         perturb(mesh, cells)
-    lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
-    comm = MPI.COMM_SELF
-    s = make_solver(lm, case, comm, halo.make("packed", lm, comm))
-    steps = 0
-    while not s.converged(s.step()):
-        steps += 1
-        if steps == max_steps:
-            pytest.fail(f"{kind} {algorithm} {extra}: not steady after {max_steps} steps")
+    lm, s, steps = steady(mesh, case, f"{kind} {algorithm} {extra}", max_steps)
     nx, ny = cells[:2]
     ids = int(0.75 * nx) + nx * np.arange(ny)
     y = lm.geometry.cell_centres[ids, 1]
-    return s, max_relative_error(y, s.U[0, ids], 0.0, 1.0, 1.0), steps + 1
+    return s, max_relative_error(y, s.U[0, ids], 0.0, 1.0, 1.0), steps
+
+
+def steady(mesh, case, what: str, max_steps: int = 3000):
+    """Serial solve of ``case`` on ``mesh`` until it converges: (local mesh, solver, steps);
+    the test fails if it does not within ``max_steps``."""
+    lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
+    comm = MPI.COMM_SELF
+    s = make_solver(lm, case, comm, halo.make("packed", lm, comm))
+    for steps in range(1, max_steps + 1):
+        if s.converged(s.step()):
+            return lm, s, steps
+    pytest.fail(f"{what}: not steady after {max_steps} steps")
 
 
 @pytest.mark.parametrize("algorithm", ["simple", "piso"])
@@ -181,14 +186,7 @@ def test_poiseuille_on_gmsh_triangle_prisms(tmp_path, gradient):
     case = load_case(path)
     from haloflow.mesh import from_case
 
-    m = from_case(case.mesh, [])
-    lm = build_local(m, np.zeros(m.n_cells, dtype=np.int64), 0)
-    comm = MPI.COMM_SELF
-    s = make_solver(lm, case, comm, halo.make("packed", lm, comm))
-    steps = 0
-    while not s.converged(s.step()):
-        steps += 1
-        assert steps < 3000, "not converged"
+    lm, s, _ = steady(from_case(case.mesh, []), case, f"triangle prisms, {gradient}")
     assert s.nonorth
     c = lm.geometry.cell_centres
     far = c[:, 0] > 1.0
