@@ -179,7 +179,11 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         del mesh
         # the solver's fields are numpy arrays: device staging is emulated, copies counted
         ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
-        solver = make_solver(lmesh, case, comm, ex, timers)
+        from .parallel.reduce import Reducer
+
+        solver = make_solver(lmesh, ex, Reducer(comm), timers, solver=case.solver,
+                             physics=case.physics, boundary=case.boundary,
+                             initial=case.initial, mesh=case.mesh, halo=case.parallel.halo)
         monitor = (cylinder_post.Monitor(lmesh, case, solver, comm)  # per-step forces
                    if case.postprocess.cylinder else None)
     counts = comm.gather((lmesh.n_owned, lmesh.n_ghost, len(lmesh.neighbours)), root=0)

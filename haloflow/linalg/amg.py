@@ -678,7 +678,10 @@ class AMG:
     def __init__(self, A, lmesh, comm, strategy: str = "packed", cycle: str = "K",
                  reduce_stats=None, timers=NULL_TIMERS, aggregation: str = AGGREGATION):
         from ..parallel import halo
+        from ..parallel.reduce import Reducer as _CountedReducer
 
+        if isinstance(comm, _CountedReducer):  # a run's reducer: its communicator and counters
+            comm, reduce_stats = comm.comm, comm.stats
         if aggregation not in ("global", "local"):
             raise ValueError(f"unknown AMG aggregation {aggregation!r} (global or local)")
         self.A = A

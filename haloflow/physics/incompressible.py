@@ -598,10 +598,27 @@ class PisoSolver:
             self.ex.exchange(self._u_fields)
 
 
-def make_solver(lmesh, case, comm, exchanger, timers=NULL_TIMERS):
-    """The solver of ``case.solver.algorithm``: transient PISO or steady SIMPLE(C)."""
-    if case.solver.algorithm == "simple":
+def make_solver(lmesh, exchanger, reducer, timers=NULL_TIMERS, *, solver, physics, boundary,
+                initial, mesh, halo):
+    """The solver of ``solver.algorithm``: transient PISO or steady SIMPLE(C), given the case
+    sections it needs (``mesh``: the [mesh] table, for initial conditions tied to the box;
+    ``halo``: the strategy name the AMG's coarse levels use)."""
+    from types import SimpleNamespace
+
+    case = SimpleNamespace(solver=solver, physics=physics, boundary=boundary, initial=initial,
+                           mesh=mesh, parallel=SimpleNamespace(halo=halo))
+    comm = reducer.comm
+    if solver.algorithm == "simple":
         from .simple import SimpleSolver
 
         return SimpleSolver(lmesh, case, comm, exchanger, timers)
     return PisoSolver(lmesh, case, comm, exchanger, timers)
+
+
+def solver_from_case(lmesh, case, exchanger, comm, timers=NULL_TIMERS):
+    """:func:`make_solver` with the sections of a whole ``Case`` (tests, benchmarks)."""
+    from ..parallel.reduce import Reducer
+
+    return make_solver(lmesh, exchanger, Reducer(comm), timers, solver=case.solver,
+                       physics=case.physics, boundary=case.boundary, initial=case.initial,
+                       mesh=case.mesh, halo=case.parallel.halo)

@@ -28,7 +28,7 @@ from haloflow.parallel import halo
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local, distribute
 from haloflow.physics.bcs import build_boundary
-from haloflow.physics.incompressible import make_solver
+from haloflow.physics.incompressible import solver_from_case
 
 comm = MPI.COMM_WORLD
 method, strategy = sys.argv[1:3]
@@ -48,7 +48,7 @@ def mesh():
 
 
 def solve(lm, c, case, steps=12):
-    s = make_solver(lm, case, c, halo.make(strategy, lm, c))
+    s = solver_from_case(lm, case, halo.make(strategy, lm, c), c)
     for _ in range(steps):
         s.step()
     return s
@@ -102,7 +102,7 @@ def warm_kernels():
     from haloflow.mesh.blocks import box
     from haloflow.parallel import halo
     from haloflow.parallel.local import build_local
-    from haloflow.physics.incompressible import make_solver
+    from haloflow.physics.incompressible import solver_from_case
 
     m = box((6, 4, 1))
     m.points[:, 0] += 0.05 * np.sin(7.0 * m.points[:, 1])  # non-orthogonal
@@ -111,7 +111,7 @@ def warm_kernels():
     for extra in (["solver.algorithm=simple", "solver.gradient=least-squares"],
                   ["solver.algorithm=piso", "solver.convection=linear-upwind"]):
         case = load_case("channel", ["boundary.left.profile=parabolic", *extra])
-        make_solver(lm, case, MPI.COMM_SELF, halo.make("packed", lm, MPI.COMM_SELF)).step()
+        solver_from_case(lm, case, halo.make("packed", lm, MPI.COMM_SELF), MPI.COMM_SELF).step()
 
 
 @pytest.mark.mpi

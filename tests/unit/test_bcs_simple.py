@@ -20,7 +20,7 @@ from haloflow.physics.bcs import (
     build_boundary,
     velocity_boundary_values,
 )
-from haloflow.physics.incompressible import make_solver
+from haloflow.physics.incompressible import solver_from_case
 from haloflow.physics.schemes import Gradient, face_coeffs
 from haloflow.physics.simple import SimpleSolver
 
@@ -185,7 +185,7 @@ def test_simple_case_needs_no_time_step():
     text = case.to_toml()
     assert "[solver.relaxation]" in text
     lm = _local(box((6, 6, 1)))
-    s = make_solver(lm, case, SELF, halo.make("packed", lm, SELF))
+    s = solver_from_case(lm, case, halo.make("packed", lm, SELF), SELF)
     assert isinstance(s, SimpleSolver) and s.algorithm == "simple" and s.n_corr == 1
     infos = [s.step() for _ in range(3)]
     assert s.time == 3.0 and all(i.continuity < 1e-8 for i in infos)
@@ -196,15 +196,15 @@ def test_piso_nonorthogonal_switches():
     case = load_case("channel", ["mesh.cells=[8,4,1]", "solver.algorithm=piso",
                                  "boundary.left.profile=parabolic"])
     lm = _local(box((8, 4, 1), (2.0, 1.0, 1.0)))
-    s = make_solver(lm, case, SELF, halo.make("packed", lm, SELF))
+    s = solver_from_case(lm, case, halo.make("packed", lm, SELF), SELF)
     assert not s.nonorth and s.gradU is None  # a box: no extra work
     lm = _local(perturb(box((8, 4, 1), (2.0, 1.0, 1.0)), (8, 4, 1)))
-    s = make_solver(lm, case, SELF, halo.make("packed", lm, SELF))
+    s = solver_from_case(lm, case, halo.make("packed", lm, SELF), SELF)
     assert s.nonorth and s.gradU is not None
     for _ in range(3):
         assert s.step().continuity < 1e-8
     case = load_case("channel", ["solver.algorithm=piso", "solver.laplacian=uncorrected"])
-    assert not make_solver(lm, case, SELF, halo.make("packed", lm, SELF)).nonorth
+    assert not solver_from_case(lm, case, halo.make("packed", lm, SELF), SELF).nonorth
 
 
 # -- case errors -------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from haloflow.io.channel import max_relative_error
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
-from haloflow.physics.incompressible import make_solver
+from haloflow.physics.incompressible import solver_from_case
 from haloflow.runner import run_case
 from tests.unit.test_bcs_simple import perturb
 
@@ -70,7 +70,7 @@ def steady(mesh, case, what: str, max_steps: int = 3000):
     the test fails if it does not within ``max_steps``."""
     lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
     comm = MPI.COMM_SELF
-    s = make_solver(lm, case, comm, halo.make("packed", lm, comm))
+    s = solver_from_case(lm, case, halo.make("packed", lm, comm), comm)
     for steps in range(1, max_steps + 1):
         if s.converged(s.step()):
             return lm, s, steps

@@ -21,7 +21,7 @@ from haloflow.io.taylor_green import errors
 from haloflow.mesh import from_case
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
-from haloflow.physics.incompressible import make_solver
+from haloflow.physics.incompressible import solver_from_case
 from haloflow.runner import run_case
 
 
@@ -33,7 +33,7 @@ def velocity_error(cells: int, steps: int = 80, end_time: float = 1.0, *extra) -
     m = from_case(case.mesh)
     lm = build_local(m, np.zeros(m.n_cells, dtype=np.int64), 0)
     comm = MPI.COMM_SELF
-    s = make_solver(lm, case, comm, halo.make("aggregated", lm, comm))
+    s = solver_from_case(lm, case, halo.make("aggregated", lm, comm), comm)
     for _ in range(steps):
         s.step()
     return errors(lm, s.U, s.p, s.time, case, comm)

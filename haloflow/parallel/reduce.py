@@ -1,0 +1,146 @@
+"""Counted global reductions: the only way physics, linear algebra and post-processing talk
+to every rank at once (the halo exchangers in :mod:`.halo` are the only way they talk to
+neighbours).
+
+Why one class: every allreduce is a latency on the critical path of a parallel step, so the
+profile counts them (``stats.calls``, also on one rank, where a run counts the ones it would
+make in parallel) and times them (``stats.seconds``, inside MPI only).  Several scalars
+reduced together cost one call: ``red.sum(a, b, c)``.  A serial run never calls MPI.
+
+The solver, the AMG levels and the post-processors of one run share one :class:`ReduceStats`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from time import perf_counter
+
+import numpy as np
+from mpi4py import MPI
+
+
+@dataclass
+class ReduceStats:
+    """Allreduce counters, shared by every Reducer of a run (solver and AMG levels)."""
+
+    calls: int = 0
+    seconds: float = 0.0
+
+
+class Reducer:
+    """Fused global sum/max/min of a few scalars with preallocated buffers, logical or,
+    array sums and gathers, each counted as one collective in ``stats``."""
+
+    def __init__(self, comm, stats: ReduceStats | None = None):
+        self.comm = comm
+        self.size = comm.size
+        self.rank = comm.rank
+        self.parallel = comm.size > 1
+        self.stats = ReduceStats() if stats is None else stats
+        self._bufs = {}  # n -> (send, receive) buffers, allocated once per size
+
+    @property
+    def n_calls(self) -> int:
+        return self.stats.calls
+
+    def with_stats(self, stats: ReduceStats | None) -> Reducer:
+        """A reducer on the same communicator that counts into ``stats`` (None: its own)."""
+        return Reducer(self.comm, stats)
+
+    def _scalars(self, vals, op) -> tuple:
+        self.stats.calls += 1
+        if not self.parallel:
+            return tuple(vals)
+        bufs = self._bufs.get(len(vals))
+        if bufs is None:
+            bufs = self._bufs[len(vals)] = (np.zeros(len(vals)), np.zeros(len(vals)))
+        buf, out = bufs
+        buf[:] = vals
+        t0 = perf_counter()
+        self.comm.Allreduce(buf, out, op=op)
+        self.stats.seconds += perf_counter() - t0
+        return tuple(out)
+
+    def sum(self, *vals: float) -> tuple:
+        """Global sums of ``vals`` (floats), in one allreduce."""
+        return self._scalars(vals, MPI.SUM)
+
+    def max(self, *vals: float) -> tuple:
+        return self._scalars(vals, MPI.MAX)
+
+    def min(self, *vals: float) -> tuple:
+        return self._scalars(vals, MPI.MIN)
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank if ``flag`` is true on some rank."""
+        return self.max(1.0 if flag else 0.0)[0] > 0.0
+
+    def all(self, flag: bool) -> bool:
+        """True on every rank if ``flag`` is true on all ranks."""
+        return self.min(1.0 if flag else 0.0)[0] > 0.0
+
+    def array(self, a: np.ndarray, op: str = "sum") -> np.ndarray:
+        """Elementwise global ``op`` ("sum", "max" or "min") of a float64 array."""
+        self.stats.calls += 1
+        a = np.ascontiguousarray(a, dtype=np.float64)
+        if not self.parallel:
+            return a.copy()
+        out = np.empty_like(a)
+        t0 = perf_counter()
+        self.comm.Allreduce(a, out, op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op])
+        self.stats.seconds += perf_counter() - t0
+        return out
+
+    def allgather(self, obj) -> list:
+        """``obj`` of every rank, in rank order, on every rank."""
+        self.stats.calls += 1
+        if not self.parallel:
+            return [obj]
+        t0 = perf_counter()
+        out = self.comm.allgather(obj)
+        self.stats.seconds += perf_counter() - t0
+        return out
+
+    def gather(self, obj, root: int = 0) -> list | None:
+        """``obj`` of every rank, in rank order, on ``root`` (None elsewhere): results that
+        only rank 0 writes.  Not counted: it never sits inside a step's critical path."""
+        if not self.parallel:
+            return [obj]
+        return self.comm.gather(obj, root=root)
+
+    def bcast(self, obj, root: int = 0):
+        """``obj`` of ``root`` on every rank (a decision made once, on rank 0)."""
+        if not self.parallel:
+            return obj
+        return self.comm.bcast(obj, root=root)
+
+    def start_sum(self, *vals: float) -> PendingSum:
+        """Start a non-blocking global sum; ``.wait()`` returns the sums.  Work done between
+        the two hides the reduction's latency (pipelined Krylov methods)."""
+        self.stats.calls += 1
+        buf, out = np.array(vals, dtype=np.float64), np.zeros(len(vals))
+        if not self.parallel:
+            return PendingSum(None, buf, self.stats)
+        return PendingSum(self.comm.Iallreduce(buf, out, op=MPI.SUM), out, self.stats)
+
+
+class PendingSum:
+    """A non-blocking allreduce in flight; ``wait`` adds its waiting time to the stats."""
+
+    __slots__ = ("_req", "_out", "_stats")
+
+    def __init__(self, req, out, stats):
+        self._req, self._out, self._stats = req, out, stats
+
+    def wait(self) -> tuple:
+        if self._req is not None:
+            t0 = perf_counter()
+            self._req.Wait()
+            self._stats.seconds += perf_counter() - t0
+            self._req = None
+        return tuple(self._out)
+
+
+def self_reducer(stats: ReduceStats | None = None) -> Reducer:
+    """A reducer over this rank alone (serial set-up, tests, gathered coarse levels)."""
+    return Reducer(MPI.COMM_SELF, stats)
