@@ -134,7 +134,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     from .parallel.local import distribute
     from .parallel.threads import MIN_ROWS, use_threads
     from .parallel.timers import Timers
-    from .physics.incompressible import DivergenceError, make_solver
+    from .physics import DivergenceError, make_solver
 
     t_start = time.perf_counter()
     root = comm.rank == 0

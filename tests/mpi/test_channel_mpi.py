@@ -28,7 +28,7 @@ from haloflow.parallel import halo
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local, distribute
 from haloflow.physics.bcs import build_boundary
-from haloflow.physics.incompressible import solver_from_case
+from haloflow.physics import solver_from_case
 
 comm = MPI.COMM_WORLD
 method, strategy = sys.argv[1:3]
@@ -102,7 +102,7 @@ def warm_kernels():
     from haloflow.mesh.blocks import box
     from haloflow.parallel import halo
     from haloflow.parallel.local import build_local
-    from haloflow.physics.incompressible import solver_from_case
+    from haloflow.physics import solver_from_case
 
     m = box((6, 4, 1))
     m.points[:, 0] += 0.05 * np.sin(7.0 * m.points[:, 1])  # non-orthogonal

@@ -20,7 +20,7 @@ from haloflow.physics.bcs import (
     build_boundary,
     velocity_boundary_values,
 )
-from haloflow.physics.incompressible import solver_from_case
+from haloflow.physics import solver_from_case
 from haloflow.physics.schemes import Gradient, face_coeffs
 from haloflow.physics.simple import SimpleSolver
 

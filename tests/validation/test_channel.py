@@ -23,7 +23,7 @@ from haloflow.io.channel import max_relative_error
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
-from haloflow.physics.incompressible import solver_from_case
+from haloflow.physics import solver_from_case
 from haloflow.runner import run_case
 from tests.unit.test_bcs_simple import perturb
 

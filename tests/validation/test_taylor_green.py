@@ -21,7 +21,7 @@ from haloflow.io.taylor_green import errors
 from haloflow.mesh import from_case
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
-from haloflow.physics.incompressible import solver_from_case
+from haloflow.physics import solver_from_case
 from haloflow.runner import run_case
 
 
