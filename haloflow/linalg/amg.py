@@ -63,7 +63,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ..parallel import transfer
+from ..parallel import halo, transfer
 from ..parallel.reduce import Reducer, self_reducer
 from ..parallel.timers import NULL_TIMERS
 from .matrix import IDX
@@ -674,8 +674,6 @@ class AMG:
 
     def __init__(self, A, lmesh, red: Reducer, strategy: str = "packed", cycle: str = "K",
                  timers=NULL_TIMERS, aggregation: str = AGGREGATION):
-        from ..parallel import halo
-
         if aggregation not in ("global", "local"):
             raise ValueError(f"unknown AMG aggregation {aggregation!r} (global or local)")
         self.A = A
