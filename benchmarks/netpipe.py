@@ -15,7 +15,7 @@ hits all of them alike):
   NPmpich2          Debian's NetPIPE 3.7.2 (`apt-get install netpipe-mpich2`), mpiexec.mpich
 
 Every figure (latency at 1-8 B, peak throughput, n1/2) is computed the same way, by
-haloflow.bench.npsummary from each run's .out file, NetPIPE's included; the table shows the
+haloflow.bench.netpipe.summary from each run's .out file, NetPIPE's included; the table shows the
 median over rounds.  Results: JSON (default benchmarks/results/netpipe.json) and a PNG of
 the per-size median curves.  Debian configurations are skipped when NPmpich2 or
 mpiexec.mpich is not installed.
@@ -41,10 +41,10 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(REPO))
 
-from haloflow.bench.npfile import read_out  # noqa: E402
-from haloflow.bench.npplot import sweep_png  # noqa: E402
-from haloflow.bench.npsizes import parse_size  # noqa: E402
-from haloflow.bench.npsummary import summarize  # noqa: E402
+from haloflow.bench.netpipe.file import read_out  # noqa: E402
+from haloflow.bench.netpipe.plot import sweep_png  # noqa: E402
+from haloflow.bench.netpipe.sizes import parse_size  # noqa: E402
+from haloflow.bench.netpipe.summary import summarize  # noqa: E402
 
 DEBIAN_MPICH = Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")
 

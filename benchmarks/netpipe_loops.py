@@ -31,7 +31,8 @@ from mpi4py import MPI
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from haloflow.bench import npnative  # noqa: E402
+from haloflow.bench.netpipe import loops as kernels  # noqa: E402
+from haloflow.parallel import mpicall  # noqa: E402
 
 TAG = 9
 
@@ -40,13 +41,12 @@ def loops(comm, buf):
     me, peer = comm.rank, 1 - comm.rank
     first = me == 0
     spec = [buf, MPI.BYTE]
-    nat = npnative.native()
+    fns = kernels.functions()
     st = np.zeros(64, np.uint8)
-    ch, bh = MPI._handleof(comm), MPI._handleof(MPI.BYTE)
+    ch, bh = mpicall.handle(comm), mpicall.handle(MPI.BYTE)
 
     def native(reps):
-        npnative.pingpong(nat.send, nat.recv, buf, 1, 64, 1, 0, reps, first, peer, bh, ch,
-                          st.ctypes.data)
+        kernels.pingpong(fns, buf, 1, 64, 1, 0, reps, first, peer, bh, ch, st.ctypes.data)
 
     def send_recv(reps):
         send, recv = comm.Send, comm.Recv

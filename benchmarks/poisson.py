@@ -38,6 +38,7 @@ from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import distribute
+from haloflow.parallel.reduce import Reducer
 
 TOL = 1e-6
 DECOMPOSITION = "metis"
@@ -64,13 +65,13 @@ def cavity_pressure(n, comm):
 
 
 def run_ours(lm, A, b, comm, method):
-    red = K.Reducer(comm)
+    red = Reducer(comm)
     ws = K.Workspace(lm.n_cells, lm.n_owned, 8)
     x = np.zeros(lm.n_cells)
     comm.Barrier()
     t0 = time.perf_counter()
     if method == "amg-cg":
-        amg = AMG(A, lm, comm, aggregation=AGGREGATION)
+        amg = AMG(A, lm, red, aggregation=AGGREGATION)
         t1 = time.perf_counter()
         info = K.fcg(A, b, x, TOL, 500, red, ws, amg.apply)
     else:
@@ -142,7 +143,7 @@ def main() -> None:
         else:
             lm, _ = local_mesh(cells, comm)
             A = laplacian(lm, comm)
-            b = smooth_rhs(lm, comm, zero_mean=True)
+            b = smooth_rhs(lm, Reducer(comm), zero_mean=True)
         n = lm.n_cells_global
         results = [run_ours(lm, A, b, comm, "amg-cg")]
         if n <= a.jacobi_max:

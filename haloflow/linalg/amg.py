@@ -62,10 +62,10 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from mpi4py import MPI
 
+from ..parallel import halo, transfer
+from ..parallel.reduce import Reducer, self_reducer
 from ..parallel.timers import NULL_TIMERS
-from .krylov import Reducer
 from .matrix import IDX
 
 NULL_PHASE = NULL_TIMERS("")  # an untimed block
@@ -527,29 +527,25 @@ class _Transfer:
     ``distribute`` copies the owner's value back to the ghost columns."""
 
     def __init__(self, comm, out_peers, out_idx, in_peers, in_idx):
-        self.comm = comm
-        self.out_peers, self.out_idx = out_peers, out_idx
-        self.in_peers, self.in_idx = in_peers, in_idx
+        self.out_idx, self.in_idx = out_idx, in_idx
         self.out_buf = [np.zeros(len(ix)) for ix in out_idx]
         self.in_buf = [np.zeros(len(ix)) for ix in in_idx]
+        out = list(zip(out_peers, self.out_buf, strict=True))
+        into = list(zip(in_peers, self.in_buf, strict=True))
+        self.to_owners = transfer.PointToPoint(comm, out, into, TAG_ACC)
+        self.from_owners = transfer.PointToPoint(comm, into, out, TAG_DIST)
 
     def accumulate(self, v):
-        reqs = [self.comm.Irecv(b, source=q, tag=TAG_ACC)
-                for q, b in zip(self.in_peers, self.in_buf, strict=True)]
-        for q, ix, b in zip(self.out_peers, self.out_idx, self.out_buf, strict=True):
+        for ix, b in zip(self.out_idx, self.out_buf, strict=True):
             np.take(v, ix, out=b)
-            reqs.append(self.comm.Isend(b, dest=q, tag=TAG_ACC))
-        MPI.Request.Waitall(reqs)
+        self.to_owners.run()
         for ix, b in zip(self.in_idx, self.in_buf, strict=True):
             v[ix] += b
 
     def distribute(self, v):
-        reqs = [self.comm.Irecv(b, source=q, tag=TAG_DIST)
-                for q, b in zip(self.out_peers, self.out_buf, strict=True)]
-        for q, ix, b in zip(self.in_peers, self.in_idx, self.in_buf, strict=True):
+        for ix, b in zip(self.in_idx, self.in_buf, strict=True):
             np.take(v, ix, out=b)
-            reqs.append(self.comm.Isend(b, dest=q, tag=TAG_DIST))
-        MPI.Request.Waitall(reqs)
+        self.from_owners.run()
         for ix, b in zip(self.out_idx, self.out_buf, strict=True):
             v[ix] = b
 
@@ -561,21 +557,18 @@ class _RowShare:
     ``recv_slot[k]``."""
 
     def __init__(self, comm, entries, slot, dests, bounds, sources, recv_slot):
-        self.comm = comm
         self.entries, self.slot = entries, slot
         self.send = np.zeros(int(bounds[-1]))
-        self.dests = dests
-        self.sends = [self.send[bounds[k]:bounds[k + 1]] for k in range(len(dests))]
-        self.sources, self.recv_slot = sources, recv_slot
+        sends = [self.send[bounds[k]:bounds[k + 1]] for k in range(len(dests))]
+        self.recv_slot = recv_slot
         self.recvs = [np.zeros(len(sl)) for sl in recv_slot]
+        self.plan = transfer.PointToPoint(comm, list(zip(dests, sends, strict=True)),
+                                          list(zip(sources, self.recvs, strict=True)),
+                                          TAG_ROWS)
 
     def refresh(self, fine, coarse):
         _sum_entries(self.entries, self.slot, fine, self.send)
-        reqs = [self.comm.Irecv(b, source=q, tag=TAG_ROWS)
-                for q, b in zip(self.sources, self.recvs, strict=True)]
-        reqs += [self.comm.Isend(b, dest=q, tag=TAG_ROWS)
-                 for q, b in zip(self.dests, self.sends, strict=True)]
-        MPI.Request.Waitall(reqs)
+        self.plan.run()
         for s, b in zip(self.recv_slot, self.recvs, strict=True):
             _scatter_add(s, b, coarse)
 
@@ -594,7 +587,7 @@ def _share_rows(comm, offsets, rows, cols, entries):
     big = int(offsets[-1])
     ukey, inv = np.unique(rows * big + cols, return_inverse=True)
     outbox = _split(ukey, offsets * big)
-    inbox = comm.alltoall(outbox)
+    inbox = transfer.alltoall(comm, outbox)
     dests = [q for q in range(comm.size) if len(outbox[q])]
     if not dests:
         return None, inbox
@@ -607,7 +600,7 @@ def _coarse_halo(comm, offsets, ghost):
     """Halo pattern of a coarse level: every ghost column (ascending global ids, hence
     grouped by owner) from its owner; neighbours are the ranks either way."""
     requests = _split(ghost, offsets)
-    asked = comm.alltoall(requests)
+    asked = transfer.alltoall(comm, requests)
     off = offsets[comm.rank]
     nbrs = [q for q in range(comm.size) if q != comm.rank and (len(requests[q]) or len(asked[q]))]
 
@@ -627,7 +620,7 @@ def _transfers(comm, offsets, members_elsewhere, local_col):
     (``members_elsewhere``: their ascending global ids) and this rank's aggregates with
     cells elsewhere.  None if neither."""
     out = _split(members_elsewhere, offsets)
-    got = comm.alltoall(out)
+    got = transfer.alltoall(comm, out)
     out_peers = [q for q in range(comm.size) if len(out[q])]
     in_peers = [q for q in range(comm.size) if len(got[q])]
     if not out_peers and not in_peers:
@@ -673,45 +666,44 @@ class AMG:
     ``aggregation="global"`` makes the aggregates those of a serial run whatever the
     partition (decided on rank 0, see the module docstring); ``"local"`` aggregates each
     rank's rows on their own (no rank-0 step, aggregates never span ranks, more iterations
-    on jagged partitions)."""
+    on jagged partitions).
 
-    def __init__(self, A, lmesh, comm, strategy: str = "packed", cycle: str = "K",
-                 reduce_stats=None, timers=NULL_TIMERS, aggregation: str = AGGREGATION):
-        from ..parallel import halo
-        from ..parallel.reduce import Reducer as _CountedReducer
+    ``red`` is the run's Reducer: the distributed levels reduce on its communicator and
+    every level counts into its ``stats`` the reductions a parallel run makes (see
+    ``_serial_next``)."""
 
-        if isinstance(comm, _CountedReducer):  # a run's reducer: its communicator and counters
-            comm, reduce_stats = comm.comm, comm.stats
+    def __init__(self, A, lmesh, red: Reducer, strategy: str = "packed", cycle: str = "K",
+                 timers=NULL_TIMERS, aggregation: str = AGGREGATION):
         if aggregation not in ("global", "local"):
             raise ValueError(f"unknown AMG aggregation {aggregation!r} (global or local)")
         self.A = A
         self.lmesh = lmesh
-        self.reduce_stats = reduce_stats  # shared with the solver's Reducer, for profiles
+        self.red = red
         self.timers = timers  # "amg_gathered": the levels a parallel run solves on rank 0
         self.first_gathered = None  # index of the first such level
-        self.comm = comm
+        self.comm = red.comm  # handed to the transfer plans of the distributed levels
         self.cycle_kind = cycle
         self.aggregation = aggregation
         self._halo = lambda topo, c: halo.make(strategy, topo, c)
         self.levels: list[Level] = []
-        self.root = comm.rank == 0
+        self.root = red.rank == 0
         self._setup()
 
     # -- set-up ---------------------------------------------------------------------------------
     def _setup(self):
-        A, comm = self.A, self.comm
+        A = self.A
         p = A.pattern
         top = Level(p.indptr, p.indices, A.data, p.diag_pos, p.n_rows, p.n_cols, A.ex,
-                    Reducer(comm, self.reduce_stats))
+                    self.red)
         top.topo = self.lmesh
-        if comm.size > 1:  # global ids of the columns; the serial order is the mesh's
+        if self.red.parallel:  # global ids of the columns; the serial order is the mesh's
             top.global_cols = np.asarray(self.lmesh.global_cells, dtype=np.int64)
             top.key = top.global_cols[: p.n_rows]
         self.levels = [top]
         lev = top
         while True:
-            distributed = lev.red.comm.size > 1
-            n_global = comm.allreduce(lev.n) if distributed else lev.n
+            distributed = lev.red.parallel
+            n_global = transfer.total(self.comm, lev.n) if distributed else lev.n
             lev.rows = n_global
             # the top level is always coarsened once, as a distributed one must be, so that
             # small problems get the same hierarchy on any number of ranks
@@ -740,11 +732,12 @@ class AMG:
         cagg = agg.astype(np.int64)
         ip, ix, dp, slot = galerkin_pattern(lev.indptr, lev.indices, lev.n, agg, cagg, nc, nc)
         # a serial run counts the reductions a parallel run would make on this level
-        would_distribute = self.comm.size == 1 and nc >= GATHER_BELOW
-        if self.comm.size == 1 and nc < GATHER_BELOW and self.first_gathered is None:
+        serial_run = not self.red.parallel
+        would_distribute = serial_run and nc >= GATHER_BELOW
+        if serial_run and nc < GATHER_BELOW and self.first_gathered is None:
             self.first_gathered = len(self.levels)
         nxt = Level(ip, ix, np.zeros(len(ix)), dp, nc, nc, None,
-                    Reducer(MPI.COMM_SELF, self.reduce_stats if would_distribute else None))
+                    self_reducer(self.red.stats if would_distribute else None))
         lev.next = SimpleNamespace(agg=agg, nc=nc, ncols=nc, slot=slot, share=None, xfer=None,
                                    gather=None)
         galerkin_refresh(slot, lev.data, nxt.data)
@@ -754,20 +747,21 @@ class AMG:
         """Aggregates of a distributed level: for each owned row, the global id of its
         aggregate (aggregates numbered rank by rank, ``offsets``), and each owned
         aggregate's key (its first row's key: the serial order on the next level)."""
-        comm = self.comm
-        size, me = comm.size, comm.rank
+        comm, red = self.comm, self.red
+        size, me = red.size, red.rank
         if self.aggregation == "local":
             agg, nc = _aggregate(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.n)
-            offsets = np.concatenate([[0], np.cumsum(comm.allgather(nc))]).astype(np.int64)
+            offsets = np.concatenate([[0], np.cumsum(transfer.allgather(comm, nc))]
+                                     ).astype(np.int64)
             return SimpleNamespace(cgid=offsets[me] + agg, offsets=offsets, ckeys=None,
                                    nc_global=int(offsets[-1]))
         # global: rank 0 matches the whole level's graph in the serial order
         n = lev.n
-        nrows = np.asarray(comm.allgather(n), dtype=np.int64)
-        nnz = comm.gather(len(lev.indices), root=0)
+        nrows = np.asarray(transfer.allgather(comm, n), dtype=np.int64)
+        nnz = red.gather(len(lev.indices), root=0)
         gid = lev.global_cols[:n]
         key = gid if lev.key is None else np.asarray(lev.key, dtype=np.int64)
-        got = [_gatherv(comm, a, c) for a, c in (
+        got = [transfer.gatherv(comm, a, c) for a, c in (
             (lev.global_cols[lev.indices], nnz), (lev.data, nnz),
             (np.diff(lev.indptr).astype(np.int64), nrows), (lev.diag_pos, nrows),
             (gid, nrows), (key, nrows))]
@@ -792,12 +786,12 @@ class AMG:
             cg_rows = cgid[agg]
             ckey = np.empty(nc, dtype=np.int64)
             ckey[cgid] = gkey[seed]
-        offsets = np.asarray(comm.bcast(offsets if self.root else None, root=0), np.int64)
+        offsets = np.asarray(red.bcast(offsets if self.root else None, root=0), np.int64)
         counts = np.diff(offsets)
         cgid = np.empty(n, dtype=np.int64)
-        comm.Scatterv([cg_rows, nrows] if self.root else None, cgid, root=0)
+        transfer.RootPieces(comm, nrows).scatter(cg_rows, cgid)
         my_keys = np.empty(int(counts[me]), dtype=np.int64)
-        comm.Scatterv([ckey, counts] if self.root else None, my_keys, root=0)
+        transfer.RootPieces(comm, counts).scatter(ckey, my_keys)
         return SimpleNamespace(cgid=cgid, offsets=offsets, ckeys=my_keys,
                                nc_global=int(offsets[-1]))
 
@@ -805,11 +799,11 @@ class AMG:
         """Coarse level of a distributed level from its plan: owned aggregates (rows), the
         ghost aggregates its rows couple to or that hold some of this rank's cells, the
         partial Galerkin rows sent to the owners of the latter, and the halo pattern."""
-        comm = self.comm
+        comm, me = self.comm, self.red.rank
         n = lev.n
         offsets = plan.offsets
-        off = int(offsets[comm.rank])
-        nc = int(offsets[comm.rank + 1]) - off
+        off = int(offsets[me])
+        nc = int(offsets[me + 1]) - off
         cg = np.zeros(max(lev.ncols, 1))  # global coarse id of every local fine column
         cg[:n] = plan.cgid
         lev.exchange(cg)
@@ -842,7 +836,7 @@ class AMG:
             np.concatenate([lev.indices.astype(np.int64), lev.ncols + np.arange(nr)]),
             mptr, mem, np.concatenate([col, local_col(rcol)]), nc, ncols)
         per_rank = np.split(slot[nnz:], np.cumsum([len(b) for b in inbox])[:-1])
-        sources = [q for q in range(comm.size) if len(inbox[q])]
+        sources = [q for q in range(self.red.size) if len(inbox[q])]
         share = None
         if sent is not None or sources:
             none = np.zeros(0, dtype=np.int64)
@@ -851,7 +845,7 @@ class AMG:
                               sources, [per_rank[q] for q in sources])
         nxt = Level(ip.astype(IDX), ix.astype(IDX), np.zeros(len(ix)),
                     _diagonal_positions(ip, ix, nc), nc, ncols,
-                    None, Reducer(comm, self.reduce_stats))
+                    None, self.red)
         nxt.topo = _coarse_halo(comm, offsets, ghost)
         nxt.ex = self._halo(nxt.topo, comm)
         nxt.offset = off
@@ -872,19 +866,22 @@ class AMG:
 
     def _gather(self, dist):
         """Move a distributed level onto rank 0 as a serial level (rows in global order)."""
-        comm = self.comm
+        red = self.red
         prev = self.levels[-1]
         cols = dist.global_cols[dist.indices.astype(np.int64)]
         rows = np.repeat(np.arange(dist.n), np.diff(dist.indptr).astype(np.int64))
         perm = np.lexsort((cols, rows))  # each row's entries by global column
-        counts = comm.gather(len(cols), root=0)
-        nrows = comm.gather(dist.n, root=0)
+        counts = red.gather(len(cols), root=0)
+        nrows = red.gather(dist.n, root=0)
         row_counts = np.diff(dist.indptr).astype(np.int64)
-        all_cols = comm.gather(cols[perm], root=0)
-        all_rc = comm.gather(row_counts, root=0)
-        all_keys = comm.gather(dist.key, root=0)
-        gather = SimpleNamespace(perm=perm, buf=np.zeros(len(cols)), counts=counts,
-                                 nrows=nrows, local=dist, rc=np.zeros(max(dist.ncols, 1)))
+        all_cols = red.gather(cols[perm], root=0)
+        all_rc = red.gather(row_counts, root=0)
+        all_keys = red.gather(dist.key, root=0)
+        # coefficients (per refresh) and the coarse right-hand side and solution (per visit)
+        gather = SimpleNamespace(perm=perm, buf=np.zeros(len(cols)), local=dist,
+                                 entries=transfer.RootPieces(self.comm, counts),
+                                 rows=transfer.RootPieces(self.comm, nrows),
+                                 rc=np.zeros(max(dist.ncols, 1)))
         prev.next.gather = gather
         if not self.root:
             self._gather_data(gather, None)
@@ -896,7 +893,7 @@ class AMG:
         grows = np.repeat(np.arange(n), rc)
         dp = np.flatnonzero(gcols == grows).astype(np.int64)
         lev = Level(ip, gcols.astype(IDX), np.zeros(len(gcols)), dp, n, n, None,
-                    Reducer(MPI.COMM_SELF))
+                    self_reducer())
         if all(k is not None for k in all_keys):  # go on coarsening in the serial order
             lev.key = np.concatenate(all_keys)
         self._gather_data(gather, lev)
@@ -904,7 +901,7 @@ class AMG:
 
     def _gather_data(self, g, target):
         np.take(g.local.data, g.perm, out=g.buf)
-        self.comm.Gatherv(g.buf, [target.data, g.counts] if target is not None else None, root=0)
+        g.entries.gather(g.buf, target.data if target is not None else None)
 
     def _finish(self, coarsest_here=True):
         """Smoother diagonals on every level held here; factorise the coarsest if held here."""
@@ -1017,13 +1014,12 @@ class AMG:
             else:
                 self._solve(i + 1, nxt.b, nxt.x)
             return nxt.x
-        comm = self.comm
         nxt = self.levels[i + 1] if self.root else None
         with self.timers("amg_gathered"):
-            comm.Gatherv(g.rc[: nx.nc], [nxt.b, g.nrows] if self.root else None, root=0)
+            g.rows.gather(g.rc[: nx.nc], nxt.b if self.root else None)
             if self.root:
                 self._solve(i + 1, nxt.b, nxt.x)
-            comm.Scatterv([nxt.x, g.nrows] if self.root else None, g.rc[: nx.nc], root=0)
+            g.rows.scatter(nxt.x if self.root else None, g.rc[: nx.nc])
         return g.rc
 
     def _solve(self, i, b, x):
@@ -1090,13 +1086,3 @@ class AMG:
             return
         _combine(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n)
 
-
-def _gatherv(comm, a, counts):
-    """``a`` from every rank, concatenated on rank 0 (``counts``: their lengths, on rank 0)."""
-    a = np.ascontiguousarray(a)
-    if comm.rank != 0:
-        comm.Gatherv(a, None, root=0)
-        return None
-    out = np.empty(int(np.sum(counts)), dtype=a.dtype)
-    comm.Gatherv(a, [out, list(counts)], root=0)
-    return out

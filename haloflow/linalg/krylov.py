@@ -11,12 +11,11 @@ the summation order of the reductions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from time import perf_counter
 
 import numba as nb
 import numpy as np
-from mpi4py import MPI
 
+from ..parallel.reduce import Reducer
 from ..parallel.threads import kernel
 
 
@@ -26,46 +25,6 @@ class SolveInfo:
     res0: float = 0.0  # initial residual, relative to ||b||
     res: float = 0.0  # final residual, relative to ||b||
     converged: bool = True
-
-
-@dataclass
-class ReduceStats:
-    """Allreduce counters, shareable by every Reducer of a run (solver and AMG levels)."""
-
-    calls: int = 0
-    seconds: float = 0.0
-
-
-class Reducer:
-    """Fused global sums of a few scalars with preallocated buffers.
-
-    Every call counts as one allreduce in ``stats`` (a serial run counts the ones it would
-    make in parallel); ``seconds`` is the time spent inside ``MPI_Allreduce``.
-    """
-
-    def __init__(self, comm, stats: ReduceStats | None = None):
-        self.comm = comm
-        self.parallel = comm.size > 1
-        self.stats = ReduceStats() if stats is None else stats
-        self._bufs = {}  # n -> (send, receive) buffers, allocated once per size
-
-    @property
-    def n_calls(self) -> int:
-        return self.stats.calls
-
-    def sum(self, *vals):
-        self.stats.calls += 1
-        if not self.parallel:
-            return vals
-        bufs = self._bufs.get(len(vals))
-        if bufs is None:
-            bufs = self._bufs[len(vals)] = (np.zeros(len(vals)), np.zeros(len(vals)))
-        buf, out = bufs
-        buf[:] = vals
-        t0 = perf_counter()
-        self.comm.Allreduce(buf, out, op=MPI.SUM)
-        self.stats.seconds += perf_counter() - t0
-        return tuple(out)
 
 
 @kernel

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..parallel import halo
+from ..parallel.reduce import Reducer
 from ..physics.schemes import face_coeffs
 from .matrix import DistMatrix, Pattern
 
@@ -31,7 +32,7 @@ def laplacian(lmesh, comm, fixed=(), strategy: str = "packed") -> DistMatrix:
     return A
 
 
-def smooth_rhs(lmesh, comm, zero_mean: bool = False) -> np.ndarray:
+def smooth_rhs(lmesh, red: Reducer, zero_mean: bool = False) -> np.ndarray:
     """A smooth right-hand side (volume-weighted); zero global sum if ``zero_mean``, which
     makes the all-Neumann problem consistent.  Ghost entries are zero."""
     n = lmesh.n_owned
@@ -40,5 +41,5 @@ def smooth_rhs(lmesh, comm, zero_mean: bool = False) -> np.ndarray:
     b[:n] = np.sin(3 * c[:, 0] + 1) * np.cos(2 * c[:, 1] + c[:, 2]) * \
         lmesh.geometry.cell_volumes[:n]
     if zero_mean:
-        b[:n] -= comm.allreduce(b[:n].sum()) / lmesh.n_cells_global
+        b[:n] -= red.sum(b[:n].sum())[0] / lmesh.n_cells_global
     return b

@@ -71,11 +71,9 @@ def mpi_call_seconds(repeat: int = 2000) -> float:
     """Seconds one fused allreduce costs in haloflow's Python layer with no network under it
     (``MPI_Allreduce`` of two doubles on a 1-rank communicator, called as the solvers call
     it).  The performance model adds it to every reduction the wire latency does not cover."""
-    from mpi4py import MPI
+    from .reduce import self_reducer
 
-    from ..linalg.krylov import Reducer
-
-    red = Reducer(MPI.COMM_SELF)
+    red = self_reducer()
     red.parallel = True  # time the MPI path even on one rank
     best = float("inf")
     for _ in range(3):

@@ -22,9 +22,10 @@ import numpy as np
 from mpi4py import MPI
 
 from ..linalg.amg import AMG
-from ..linalg.krylov import Reducer, SolveInfo, Workspace, bicgstab, fcg, pcg
+from ..linalg.krylov import SolveInfo, Workspace, bicgstab, fcg, pcg
 from ..linalg.matrix import DistMatrix, Pattern
 from ..linalg.precond import SymmetricGaussSeidel
+from ..parallel.reduce import Reducer
 from ..parallel.timers import NULL_TIMERS
 from .bcs import (
     EMPTY,
@@ -553,8 +554,7 @@ class PisoSolver:
             cfg = self.p_cfg
             if cfg.method == "amg-cg":
                 if self.p_amg is None:  # aggregates from the first matrix, then refreshed
-                    self.p_amg = AMG(self.P, lm, self.comm, strategy=self.halo_name,
-                                     reduce_stats=self.red.stats, timers=T)
+                    self.p_amg = AMG(self.P, lm, self.red, strategy=self.halo_name, timers=T)
                 elif first:
                     self.p_amg.refresh()
                 info = fcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,

@@ -79,7 +79,7 @@ class Curve:
 
     @classmethod
     def from_netpipe(cls, path) -> Curve:
-        from ..bench.npfile import NetpipeFormatError, read_out
+        from ..bench.netpipe.file import NetpipeFormatError, read_out
 
         try:
             d = read_out(path)

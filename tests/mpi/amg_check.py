@@ -26,19 +26,20 @@ from haloflow.linalg.poisson import laplacian, smooth_rhs
 from haloflow.mesh.blocks import box
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local, distribute
+from haloflow.parallel.reduce import Reducer
 
 
 def system(lm, comm, dirichlet):
     A = laplacian(lm, comm, fixed=("left", "bottom") if dirichlet else ())
-    return A, smooth_rhs(lm, comm, zero_mean=not dirichlet)
+    return A, smooth_rhs(lm, Reducer(comm), zero_mean=not dirichlet)
 
 
 def solve(lm, comm, dirichlet, tol=1e-10):
     A, b = system(lm, comm, dirichlet)
-    amg = AMG(A, lm, comm)
+    amg = AMG(A, lm, Reducer(comm))
     amg.refresh()
     x = np.zeros(lm.n_cells)
-    info = K.fcg(A, b, x, tol, 200, K.Reducer(comm), K.Workspace(lm.n_cells, lm.n_owned, 8),
+    info = K.fcg(A, b, x, tol, 200, Reducer(comm), K.Workspace(lm.n_cells, lm.n_owned, 8),
                  amg.apply)
     if not dirichlet:
         x[: lm.n_owned] -= comm.allreduce(x[: lm.n_owned].sum()) / lm.n_cells_global

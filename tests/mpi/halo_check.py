@@ -16,12 +16,13 @@ import traceback
 import numpy as np
 from mpi4py import MPI
 
-from haloflow.linalg.krylov import Reducer, Workspace, bicgstab, pcg
+from haloflow.linalg.krylov import Workspace, bicgstab, pcg
 from haloflow.linalg.matrix import DistMatrix, Pattern
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local, distribute
+from haloflow.parallel.reduce import Reducer
 
 comm = MPI.COMM_WORLD
 MESHES = {

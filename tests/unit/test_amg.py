@@ -14,6 +14,7 @@ from haloflow.linalg.poisson import laplacian as fv_laplacian
 from haloflow.linalg.poisson import smooth_rhs
 from haloflow.mesh.blocks import box
 from haloflow.parallel.local import build_local
+from haloflow.parallel.reduce import Reducer, self_reducer
 
 COMM = MPI.COMM_SELF
 
@@ -27,13 +28,13 @@ def laplacian(cells, grading=(1.0, 1.0, 1.0), dirichlet=True):
 
 
 def rhs(lm, zero_mean=False):
-    return smooth_rhs(lm, COMM, zero_mean)
+    return smooth_rhs(lm, self_reducer(), zero_mean)
 
 
 def solve(lm, A, b, tol=1e-10):
-    amg = AMG(A, lm, COMM)
+    amg = AMG(A, lm, self_reducer())
     x = np.zeros(lm.n_cells)
-    info = K.fcg(A, b, x, tol, 200, K.Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
+    info = K.fcg(A, b, x, tol, 200, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
                  amg.apply)
     return x, info, amg
 
@@ -153,7 +154,7 @@ def test_refresh_follows_new_coefficients():
     A.diag *= 4.0
     amg.refresh()
     x2 = np.zeros(lm.n_cells)
-    info = K.fcg(A, b, x2, 1e-10, 100, K.Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
+    info = K.fcg(A, b, x2, 1e-10, 100, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
                  amg.apply)
     assert info.iters == info1.iters
     assert np.abs(4.0 * x2 - x1).max() <= 1e-8 * np.abs(x1).max()
@@ -163,7 +164,7 @@ def test_standalone_cycles_converge():
     """AMG as a solver on its own (no Krylov): slower than FCG, same answer."""
     lm, A = laplacian((48, 48, 1))
     b = rhs(lm)
-    amg = AMG(A, lm, COMM)
+    amg = AMG(A, lm, self_reducer())
     x = np.zeros(lm.n_cells)
     info = amg.solve(b, x, 1e-8, 100)
     ref = spla.spsolve(A.to_scipy().tocsc(), b)

@@ -11,10 +11,10 @@ from mpi4py import MPI
 
 from haloflow.case import CaseError, load_case
 from haloflow.io.cylinder import Monitor, periodic, recirculation_length, reference
-from haloflow.linalg.krylov import Reducer
 from haloflow.mesh import from_case, quality
 from haloflow.mesh.cylinder import CYLINDER_PATCHES, cylinder, spaced
 from haloflow.parallel.local import build_local
+from haloflow.parallel.reduce import Reducer
 from haloflow.physics.bcs import build_boundary
 
 L, H, R, T = 2.2, 0.41, 0.05, 0.1

@@ -10,12 +10,13 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
-from haloflow.linalg.krylov import Reducer, Workspace, bicgstab, pcg
+from haloflow.linalg.krylov import Workspace, bicgstab, pcg
 from haloflow.linalg.matrix import DistMatrix, Pattern
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local
+from haloflow.parallel.reduce import Reducer
 
 COMM = MPI.COMM_SELF
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from haloflow.bench.npfile import write_out
+from haloflow.bench.netpipe.file import write_out
 from haloflow.cli import main
 from haloflow.mesh.blocks import box
 from haloflow.parallel.decompose import decompose

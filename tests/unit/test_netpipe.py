@@ -12,9 +12,13 @@ import time
 import numpy as np
 import pytest
 
-from haloflow.bench import netpipe, npcheck, npfile, npsizes, npsummary
-from haloflow.bench.nppairs import round_robin
-from haloflow.bench.nppool import PAGE, Pool, pool_bytes
+from haloflow.bench import netpipe
+from haloflow.bench.netpipe import check as npcheck
+from haloflow.bench.netpipe import file as npfile
+from haloflow.bench.netpipe import sizes as npsizes
+from haloflow.bench.netpipe import summary as npsummary
+from haloflow.bench.netpipe.pairs import round_robin
+from haloflow.bench.netpipe.pool import PAGE, Pool, pool_bytes
 from haloflow.mpiutil import UserError
 
 # Debian's NPmpich2 3.7.2, `-u 64`, on this machine: its sizes, and its .out lines verbatim
@@ -320,7 +324,7 @@ def test_tcp_errors():
 
 def test_tcp_integrity_catches_a_corrupted_byte(tmp_path):
     """Both sides in this process (threads); the fault hook is a function argument only."""
-    from haloflow.bench.nptcp import TcpError, run_tcp
+    from haloflow.bench.netpipe.tcp import TcpError, run_tcp
 
     with socket.socket() as s:   # a free port, released just before the listener binds it
         s.bind(("127.0.0.1", 0))

@@ -3,38 +3,49 @@
 Every strategy fills every ghost with its owner's value, bit for bit, so the choice changes
 speed and never results.  ``staging="device"`` keeps fields in (possibly emulated) device
 memory and counts the host<->device copies each strategy needs (see :mod:`.staging`).
+
+The registry names each strategy's class as ``"module:Class"``, imported when first made:
+reading the names (the case file's schema, command-line choices) costs no numba or MPI
+import.
 """
 
-from .aggregated import AggregatedExchanger
-from .base import Exchanger, HaloStats
-from .neighbor import NeighborExchanger
-from .overlap import OverlapExchanger
-from .packed import PackedExchanger
-from .perfield import PerFieldExchanger
-from .staging import KINDS as STAGING
+from importlib import import_module
 
 STRATEGIES = {
-    "perfield": PerFieldExchanger,
-    "packed": PackedExchanger,
-    "aggregated": AggregatedExchanger,
-    "neighbor": NeighborExchanger,
-    "overlap": OverlapExchanger,
+    "perfield": "perfield:PerFieldExchanger",
+    "packed": "packed:PackedExchanger",
+    "aggregated": "aggregated:AggregatedExchanger",
+    "neighbor": "neighbor:NeighborExchanger",
+    "overlap": "overlap:OverlapExchanger",
 }
+STAGING = ("host", "device")  # where fields live (see .staging)
+
+_LAZY = {"Exchanger": "base:Exchanger", "HaloStats": "base:HaloStats"}
 
 
-def make(name: str, lmesh, comm, staging: str = "host", gpu: bool | None = None) -> Exchanger:
+def _resolve(target: str):
+    module, name = target.split(":")
+    return getattr(import_module(f"{__name__}.{module}"), name)
+
+
+def strategy(name: str) -> type:
+    """The exchanger class called ``name``."""
+    try:
+        target = STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown halo strategy {name!r} (expected one of "
+                         f"{', '.join(STRATEGIES)})") from None
+    return _resolve(target)
+
+
+def make(name: str, lmesh, comm, staging: str = "host", gpu: bool | None = None):
     """Create the exchanger called ``name`` for this rank's LocalMesh (or any object with
     ``n_owned``, ``neighbours``, ``send_ptr``, ``send_cells`` and ``recv_ptr``).
 
     ``gpu=None`` puts device-staged fields on a GPU where CuPy finds one, ``False`` emulates.
     ``neighbor`` is collective: every rank of ``comm`` must create it.
     """
-    try:
-        cls = STRATEGIES[name]
-    except KeyError:
-        raise ValueError(f"unknown halo strategy {name!r} (expected one of "
-                         f"{', '.join(STRATEGIES)})") from None
-    return cls(lmesh, comm, staging, gpu)
+    return strategy(name)(lmesh, comm, staging, gpu)
 
 
 def warm(max_fields: int = 5) -> None:
@@ -50,8 +61,8 @@ def warm(max_fields: int = 5) -> None:
 
     self_loop = SimpleNamespace(n_owned=2, neighbours=np.array([0]), send_ptr=np.array([0, 1]),
                                 send_cells=np.array([1]), recv_ptr=np.array([0, 1]))
-    for cls in STRATEGIES.values():
-        ex = cls(self_loop, MPI.COMM_SELF)
+    for name in STRATEGIES:
+        ex = strategy(name)(self_loop, MPI.COMM_SELF)
         for m in range(1, max_fields + 1):
             fields = [np.zeros(3) for _ in range(m)]
             ex.exchange(fields)
@@ -59,4 +70,10 @@ def warm(max_fields: int = 5) -> None:
         ex.close()
 
 
-__all__ = ["Exchanger", "HaloStats", "STAGING", "STRATEGIES", "make", "warm"]
+def __getattr__(name: str):
+    if name in _LAZY:
+        return _resolve(_LAZY[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Exchanger", "HaloStats", "STAGING", "STRATEGIES", "make", "strategy", "warm"]

@@ -3,10 +3,11 @@
 The latency-optimised strategy.  Per field count, one buffer holds every neighbour's outgoing
 message followed by every incoming one, and its requests are created once with
 ``Send_init``/``Recv_init``.  Where the MPI library's ``MPI_Startall``/``MPI_Waitall`` can be
-called from compiled code (:mod:`.cmpi`), a blocking exchange is a single numba call (pack,
-start, wait, unpack, counters and clocks included) and ``start``/``finish`` are one call
-each; otherwise, and with device staging, the same steps run through mpi4py.  With device
-staging the buffer crosses between device and host in exactly two copies.
+called from compiled code (:mod:`haloflow.parallel.mpicall`), a blocking exchange is a
+single numba call (pack, start, wait, unpack, counters and clocks included) and
+``start``/``finish`` are one call each; otherwise, and with device staging, the same steps
+run through mpi4py.  With device staging the buffer crosses between device and host in
+exactly two copies.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
-from . import cmpi
+from .. import mpicall
 from .base import Exchanger
 from .kernels import pack, unpack
 
@@ -33,7 +34,7 @@ N_CTL = 21
 
 @nb.njit(cache=True)
 def _now(ctl):
-    cmpi.call_ip(ctl[CLOCK], ctl[CLOCK_ID], ctl[TS_ADDR])
+    mpicall.call_ip(ctl[CLOCK], ctl[CLOCK_ID], ctl[TS_ADDR])
     return ctl[TS] * 1_000_000_000 + ctl[TS + 1]
 
 
@@ -42,7 +43,7 @@ def _start(fields, cells, plan, buf, ctl):
     t0 = _now(ctl)
     pack(fields, cells, plan[: ctl[N_NB] + 1], buf)
     t1 = _now(ctl)
-    rc = cmpi.call_ip(ctl[STARTALL], ctl[NREQ], ctl[REQS])
+    rc = mpicall.call_ip(ctl[STARTALL], ctl[NREQ], ctl[REQS])
     ctl[PACK_NS] += t1 - t0
     ctl[WAIT_NS] += _now(ctl) - t1
     ctl[CALLS] += 1
@@ -54,7 +55,7 @@ def _start(fields, cells, plan, buf, ctl):
 @nb.njit(cache=True)
 def _finish(fields, plan, buf, ctl):
     t0 = _now(ctl)
-    rc = cmpi.call_ipp(ctl[WAITALL], ctl[NREQ], ctl[REQS], ctl[STATUSES])
+    rc = mpicall.call_ipp(ctl[WAITALL], ctl[NREQ], ctl[REQS], ctl[STATUSES])
     t1 = _now(ctl)
     unpack(buf[ctl[RECV_OFF]:], plan[ctl[N_NB] + 1:], ctl[N_OWNED], fields)
     ctl[WAIT_NS] += t1 - t0
@@ -69,9 +70,9 @@ def _exchange(fields, cells, plan, buf, ctl):
     t0 = _now(ctl)
     pack(fields, cells, plan[: n + 1], buf)
     t1 = _now(ctl)
-    rc = cmpi.call_ip(ctl[STARTALL], ctl[NREQ], ctl[REQS])
+    rc = mpicall.call_ip(ctl[STARTALL], ctl[NREQ], ctl[REQS])
     if rc == 0:
-        rc = cmpi.call_ipp(ctl[WAITALL], ctl[NREQ], ctl[REQS], ctl[STATUSES])
+        rc = mpicall.call_ipp(ctl[WAITALL], ctl[NREQ], ctl[REQS], ctl[STATUSES])
     t2 = _now(ctl)
     unpack(buf[ctl[RECV_OFF]:], plan[n + 1:], ctl[N_OWNED], fields)
     ctl[PACK_NS] += t1 - t0
@@ -105,14 +106,14 @@ class _Buffers:
         self.send, self.recv = send, recv
         if ex.space.staged:
             self.dsend, self.drecv = ex.space.empty(s), ex.space.empty(r)
-        addr = cmpi.addresses()
+        addr = mpicall.addresses()
         if not ex.compiled or addr is None:
             return
-        self.handles = cmpi.handles(self.reqs)
-        self.statuses = np.zeros(max(1, len(self.reqs)) * cmpi.status_bytes(), np.uint8)
+        self.handles = mpicall.handles(self.reqs)
+        self.statuses = np.zeros(max(1, len(self.reqs)) * mpicall.status_bytes(), np.uint8)
         c = self.ctl = np.zeros(N_CTL, dtype=np.int64)
         c[[STARTALL, WAITALL, CLOCK]] = addr["startall"], addr["waitall"], addr["clock"]
-        c[CLOCK_ID], c[NREQ] = cmpi.CLOCK_MONOTONIC, len(self.reqs)
+        c[CLOCK_ID], c[NREQ] = mpicall.CLOCK_MONOTONIC, len(self.reqs)
         c[REQS], c[STATUSES] = self.handles.ctypes.data, self.statuses.ctypes.data
         c[TS_ADDR] = c.ctypes.data + 8 * TS
         c[N_NB], c[N_OWNED], c[RECV_OFF] = len(ex.neighbours), ex.n_owned, s
@@ -127,7 +128,7 @@ class AggregatedExchanger(Exchanger):
         super().__init__(lmesh, comm, staging, gpu)
         self.plan = np.concatenate([self.send_ptr, self.recv_ptr])
         self.compiled = (compiled is not False and not self.space.staged
-                         and cmpi.addresses() is not None)
+                         and mpicall.addresses() is not None)
 
     def exchange(self, fields) -> None:
         if not self.compiled:

@@ -21,9 +21,7 @@ from time import perf_counter
 
 import numpy as np
 
-from . import kernels
-
-KINDS = ("host", "device")
+from . import STAGING, kernels
 
 
 class HostSpace:
@@ -148,7 +146,7 @@ def make(kind, stats, gpu: bool | None = None) -> HostSpace:
     if kind is None or kind == "host":
         return HostSpace(stats)
     if kind != "device":
-        raise ValueError(f"unknown staging {kind!r} (expected one of {', '.join(KINDS)})")
+        raise ValueError(f"unknown staging {kind!r} (expected one of {', '.join(STAGING)})")
     if gpu is None:
         gpu = gpu_available()
     return CupyDevice(stats) if gpu else EmulatedDevice(stats)

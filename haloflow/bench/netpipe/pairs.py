@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..mpiutil import UserError
-from .npfile import mbps
-from .npsizes import format_size
+from ...mpiutil import UserError
+from .file import mbps
+from .sizes import format_size
 
 
 def round_robin(ranks) -> list[list[tuple[int, int]]]:
@@ -54,9 +54,9 @@ def node_groups(comm) -> tuple[list[int], list[str]]:
 def run_pairs(opts, comm) -> int:
     from mpi4py import MPI
 
-    from .npmpi import MpiLink, MpiTransport
-    from .nppool import Pool, allocate, pool_bytes
-    from .npsweep import measure
+    from .mpi import MpiLink, MpiTransport
+    from .pool import Pool, allocate, pool_bytes
+    from .sweep import measure
 
     size = comm.size
     if size < 2 or size % 2:
@@ -124,8 +124,8 @@ def _stats(m, mask) -> dict | None:
 
 
 def _report(opts, size, nodes, hosts, order, mats, nrounds, library) -> None:
-    from .netpipe import thread_level
-    from .npplot import pairs_png
+    from .mpi import thread_level
+    from .plot import pairs_png
 
     nodes_a = np.asarray(nodes)
     same = nodes_a[:, None] == nodes_a[None, :]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .npsizes import repetitions
+from .sizes import repetitions
 
 
 @dataclass
@@ -23,7 +23,7 @@ class Point:
     rep_seconds: float = 0.0   # time of one repetition (for the next size's estimate)
 
     def to_dict(self) -> dict:
-        from .npfile import mbps
+        from .file import mbps
 
         return {"message_bytes": self.size, "bytes": self.bytes, "seconds": self.seconds,
                 "mbps": float(mbps(self.bytes, self.seconds)), "repetitions": self.reps,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .npsizes import parse_size
+from .sizes import parse_size
 
 LINE, PAGE = 64, 4096
 MIN_POOL, MAX_POOL = 64 << 20, 1 << 30

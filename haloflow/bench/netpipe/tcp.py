@@ -15,10 +15,10 @@ import socket
 import struct
 import time
 
-from ..mpiutil import UserError
-from . import npcheck
-from .nppool import Pool, allocate, pool_bytes
-from .npsizes import format_size
+from ...mpiutil import UserError
+from . import check as pattern
+from .pool import Pool, allocate, pool_bytes
+from .sizes import format_size
 
 HELLO = "haloflow-netpipe-tcp"
 VERSION = 1
@@ -118,16 +118,16 @@ class TcpTransport:
     def checked(self, n: int, rep: int, corrupt=None) -> list:
         p, sock, bad = self.pool, self.sock, []
         a, b = p.slot(n, 0), p.slot(n, 1)
-        s0, s1 = npcheck.seed(n, rep, 0), npcheck.seed(n, rep, 1)
+        s0, s1 = pattern.seed(n, rep, 0), pattern.seed(n, rep, 1)
         me, peer = (0, 1) if self.first else (1, 0)
 
         def check(buf, s):
-            m = npcheck.verify(buf, s, n, rep, peer, me)
+            m = pattern.verify(buf, s, n, rep, peer, me)
             if m is not None:
                 bad.append(m)
 
         if self.first:
-            npcheck.send_pattern(a, s0, n, rep, corrupt)
+            pattern.send_pattern(a, s0, n, rep, corrupt)
             sock.sendall(memoryview(a))
             if self.mode == "pingpong":
                 _recv_exact(sock, memoryview(b), n)
@@ -136,7 +136,7 @@ class TcpTransport:
             _recv_exact(sock, memoryview(a), n)
             check(a, s0)
             if self.mode == "pingpong":
-                npcheck.send_pattern(b, s1, n, rep, None)
+                pattern.send_pattern(b, s1, n, rep, None)
                 sock.sendall(memoryview(b))
         p.advance(n, 2)
         return bad
@@ -167,7 +167,7 @@ def _nodelay(sock) -> None:
 
 def listen(opts) -> int:
     """Wait for one connecting side, then follow its sweep."""
-    from .npsweep import integrity_sweep, sweep
+    from .sweep import integrity_sweep, sweep
 
     host, port = _host_port(opts.listen, "--listen", need_host=False)
     try:
@@ -211,14 +211,8 @@ def listen(opts) -> int:
 
 def connect(opts, corrupt=None) -> int:
     """Lead the sweep against a listening side; write the results."""
-    from .netpipe import (
-        _integrity_report,
-        _say,
-        progress_line,
-        write_integrity,
-        write_results,
-    )
-    from .npsweep import integrity_sweep, sweep
+    from .report import integrity_report, progress_line, say, write_integrity, write_results
+    from .sweep import integrity_sweep, sweep
 
     host, port = _host_port(opts.connect, "--connect", need_host=True)
     try:
@@ -254,29 +248,29 @@ def connect(opts, corrupt=None) -> int:
                 "max_bytes": opts.hi, "hosts": [socket.gethostname(), reply.get("host")],
                 "peer": f"{host}:{port}", "label": f"haloflow netpipe tcp {opts.mode}"}
         quiet = opts.quiet
-        _say(quiet, f"haloflow netpipe: tcp {opts.mode} to {host}:{port}, {len(sizes)} "
+        say(quiet, f"haloflow netpipe: tcp {opts.mode} to {host}:{port}, {len(sizes)} "
                     f"sizes {format_size(sizes[0])} .. {format_size(sizes[-1])}")
         paths = opts.paths("np.out")
         try:
             if opts.integrity:
                 results, failures = integrity_sweep(link, tr, sizes, opts.trials, corrupt,
-                                                    _integrity_report(quiet))
+                                                    integrity_report(quiet))
                 write_integrity(paths, meta, results, failures)
                 return _integrity_done(opts, sizes, results, failures, paths)
             count = iter(range(len(sizes)))
             points = sweep(link, tr, sizes, opts.trial_time, opts.trials,
-                           lambda pt: _say(quiet, progress_line(next(count), pt)))
+                           lambda pt: say(quiet, progress_line(next(count), pt)))
         except (ConnectionError, OSError) as e:
             raise TcpError(f"connection to {host}:{port} lost: {e}") from None
     doc = write_results(paths, meta, points, f"haloflow netpipe tcp {opts.mode}, "
                                              f"{meta['hosts'][0]} -> {host}")
     print(doc["summary_line"], flush=True)
-    _say(opts.quiet, f"wrote {paths['out']}, {paths['json']}, {paths['png']}")
+    say(opts.quiet, f"wrote {paths['out']}, {paths['json']}, {paths['png']}")
     return 0
 
 
 def _integrity_done(opts, sizes, results, failures, paths) -> int:
-    from .netpipe import integrity_failure, integrity_ok_line
+    from .report import integrity_failure, integrity_ok_line
 
     if failures:
         raise integrity_failure(failures, len(sizes))

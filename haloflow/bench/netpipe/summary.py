@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .npfile import MBIT
-from .npsizes import format_size
+from .file import MBIT
+from .sizes import format_size
 
 
 @dataclass

@@ -3,7 +3,7 @@
 A transport runs ``reps`` messages of ``n`` bytes and returns this rank's elapsed seconds
 (``timed``), turns both ranks' seconds into NetPIPE's time per transfer (``one_way``), and
 moves single messages with every byte checked (``checked``).  The timed loops run in compiled
-code (``npnative``) or, for comparison and where the MPI library cannot be opened, as Python
+code (:mod:`.loops`) or, for comparison and where the MPI library cannot be opened, as Python
 loops over mpi4py with the fewest calls per message.
 
 ===========  ==============================================  ===========================
@@ -24,11 +24,12 @@ import time
 
 import numpy as np
 
-from . import npcheck, npnative
-from .nppool import Pool
+from ...parallel import mpicall
+from . import check as pattern
+from . import loops
+from .pool import Pool
 
 TAG_CTL = 1108
-MODES = ("pingpong", "bidir", "stream", "put", "get")
 
 
 class MpiLink:
@@ -70,14 +71,14 @@ class MpiTransport:
         self.comm, self.peer, self.first, self.mode = comm, peer, first, mode
         self.pool, self.sync, self.win = pool, sync, win
         self.me = comm.Get_rank()
-        self.nat = npnative.native() if engine == "native" else None
-        self.engine = "native" if self.nat is not None else "python"
-        if self.nat is not None:
-            self.comm_h = MPI._handleof(comm)
-            self.byte_h = MPI._handleof(MPI.BYTE)
-            self.win_h = MPI._handleof(win) if win is not None else 0
-            self.reqs = np.zeros(2, dtype=f"u{self.nat.request_bytes}")
-            self.status = np.zeros(2 * self.nat.status_bytes, np.uint8)
+        self.fns = loops.functions() if engine == "native" else None
+        self.engine = "native" if self.fns is not None else "python"
+        if self.fns is not None:
+            self.comm_h = mpicall.handle(comm)
+            self.byte_h = mpicall.handle(MPI.BYTE)
+            self.win_h = mpicall.handle(win if win is not None else MPI.WIN_NULL)
+            self.reqs = np.zeros(2, dtype=mpicall.request_dtype())
+            self.status = np.zeros(2 * mpicall.status_bytes(), np.uint8)
             self.st = self.status.ctypes.data
 
     # ---- timing ----------------------------------------------------------------------
@@ -97,12 +98,12 @@ class MpiTransport:
 
     def warm(self) -> None:
         """Compile (or load from cache) this mode's kernel: a zero-repetition call."""
-        if self.nat is not None:
+        if self.fns is not None:
             self._native(1, 0)
 
     def timed(self, n: int, reps: int) -> float:
         """Run ``reps`` repetitions of ``n``-byte messages; this rank's elapsed seconds."""
-        if self.nat is not None:
+        if self.fns is not None:
             t0 = time.perf_counter()
             self._native(n, reps)
             e = time.perf_counter() - t0
@@ -112,28 +113,26 @@ class MpiTransport:
         return e
 
     def _native(self, n: int, reps: int) -> None:
-        nat, p = self.nat, self.pool
+        fns, p = self.fns, self.pool
         stride, nslots, pos = p.layout(n)
         a = p.array
         if self.mode == "pingpong":
-            e = npnative.pingpong(nat.send, nat.recv, a, n, stride, nslots, pos, reps,
-                                  self.first, self.peer, self.byte_h, self.comm_h, self.st)
+            e = loops.pingpong(fns, a, n, stride, nslots, pos, reps, self.first, self.peer,
+                               self.byte_h, self.comm_h, self.st)
         elif self.mode == "stream":
-            e = npnative.stream(nat.send, nat.recv, a, n, stride, nslots, pos, reps,
-                                self.first, self.peer, self.byte_h, self.comm_h, self.st)
+            e = loops.stream(fns, a, n, stride, nslots, pos, reps, self.first, self.peer,
+                             self.byte_h, self.comm_h, self.st)
         elif self.mode == "bidir":
-            e = npnative.bidir(nat.isend, nat.irecv, nat.waitall, a, n, stride, nslots, pos,
-                               reps, self.peer, self.byte_h, self.comm_h, self.reqs,
-                               self.st)
+            e = loops.bidir(fns, a, n, stride, nslots, pos, reps, self.peer, self.byte_h,
+                            self.comm_h, self.reqs, self.st)
         else:
-            op = nat.put if self.mode == "put" else nat.get
+            op = loops.PUT if self.mode == "put" else loops.GET
             if self.sync == "fence":
-                e = npnative.rma_fence(op, nat.fence, a, n, stride, nslots, pos, reps,
-                                       self.first, self.peer, self.byte_h, self.win_h)
+                e = loops.rma_fence(fns, op, a, n, stride, nslots, pos, reps, self.first,
+                                    self.peer, self.byte_h, self.win_h)
             elif self.first:
-                e = npnative.rma_lock(op, nat.lock, nat.unlock, a, n, stride, nslots, pos,
-                                      reps, self.peer, self.byte_h, self.win_h,
-                                      self.MPI.LOCK_EXCLUSIVE)
+                e = loops.rma_lock(fns, op, a, n, stride, nslots, pos, reps, self.peer,
+                                   self.byte_h, self.win_h, self.MPI.LOCK_EXCLUSIVE)
             else:
                 e = 0
         if e != 0:
@@ -142,7 +141,7 @@ class MpiTransport:
     def _python(self, n: int, reps: int) -> float:
         """The same loops through mpi4py, one Python call per MPI call at most."""
         MPI, comm, peer, p = self.MPI, self.comm, self.peer, self.pool
-        tag = npnative.TAG
+        tag = loops.TAG
         stride, nslots, pos = p.layout(n)
         views = [[p.slot(n, i), MPI.BYTE] for i in range(min(nslots, 2))]
         hot = nslots <= 2
@@ -203,40 +202,40 @@ class MpiTransport:
         return time.perf_counter() - t0
 
     # ---- integrity -------------------------------------------------------------------
-    def checked(self, n: int, rep: int, corrupt=None) -> list[npcheck.Mismatch]:
+    def checked(self, n: int, rep: int, corrupt=None) -> list[pattern.Mismatch]:
         """Move one repetition with patterned data; the mismatches this rank received."""
         MPI, comm, peer, p, me = self.MPI, self.comm, self.peer, self.pool, self.me
-        tag = npnative.TAG
+        tag = loops.TAG
         a, b = p.slot(n, 0), p.slot(n, 1)
-        s_first, s_other = npcheck.seed(n, rep, 0), npcheck.seed(n, rep, 1)
+        s_first, s_other = pattern.seed(n, rep, 0), pattern.seed(n, rep, 1)
         bad = []
 
         def check(buf, s):
-            m = npcheck.verify(buf, s, n, rep, peer, me)
+            m = pattern.verify(buf, s, n, rep, peer, me)
             if m is not None:
                 bad.append(m)
 
         if self.mode == "pingpong":
             if self.first:
-                npcheck.send_pattern(a, s_first, n, rep, corrupt)
+                pattern.send_pattern(a, s_first, n, rep, corrupt)
                 comm.Send([a, MPI.BYTE], peer, tag)
                 comm.Recv([b, MPI.BYTE], peer, tag)
                 check(b, s_other)
             else:
                 comm.Recv([a, MPI.BYTE], peer, tag)
                 check(a, s_first)
-                npcheck.send_pattern(b, s_other, n, rep, None)
+                pattern.send_pattern(b, s_other, n, rep, None)
                 comm.Send([b, MPI.BYTE], peer, tag)
         elif self.mode == "stream":
             if self.first:
-                npcheck.send_pattern(a, s_first, n, rep, corrupt)
+                pattern.send_pattern(a, s_first, n, rep, corrupt)
                 comm.Send([a, MPI.BYTE], peer, tag)
             else:
                 comm.Recv([a, MPI.BYTE], peer, tag)
                 check(a, s_first)
         elif self.mode == "bidir":
             mine, theirs = (s_first, s_other) if self.first else (s_other, s_first)
-            npcheck.send_pattern(b, mine, n, rep, corrupt if self.first else None)
+            pattern.send_pattern(b, mine, n, rep, corrupt if self.first else None)
             MPI.Request.Waitall([comm.Irecv([a, MPI.BYTE], peer, tag),
                                  comm.Isend([b, MPI.BYTE], peer, tag)])
             check(a, theirs)
@@ -258,9 +257,9 @@ class MpiTransport:
         if not fence:
             win.Lock(me, MPI.LOCK_EXCLUSIVE)
         if sender:
-            npcheck.send_pattern(a, s, n, rep, corrupt)
+            pattern.send_pattern(a, s, n, rep, corrupt)
         else:
-            npcheck.fill(a, s ^ 0x55AA)
+            pattern.fill(a, s ^ 0x55AA)
         if fence:
             win.Fence()
             if self.first:
@@ -280,3 +279,11 @@ class MpiTransport:
             check(a, s)
             if not fence:
                 win.Unlock(me)
+
+
+def thread_level() -> str:
+    from mpi4py import MPI
+
+    return {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
+            MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}.get(
+        MPI.Query_thread(), "unknown")

@@ -1,23 +1,15 @@
 """PNG plots of netpipe results: throughput and time against message size, pair heat maps.
 
-matplotlib's object API on an Agg canvas (as haloflow/io/plots.py), so no display is needed
-and the global backend is left alone.
+Drawn with :mod:`haloflow.io.figure`, the one plot helper.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from .npfile import mbps
-
-
-def _figure(width, height):
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
+from ...io.figure import figure, save
+from .file import mbps
 
 
 def sweep_png(path, curves, title="") -> None:
@@ -26,7 +18,7 @@ def sweep_png(path, curves, title="") -> None:
     ``curves`` maps a label to ``(bytes, seconds)``; several curves compare runs (e.g. ours
     and NetPIPE's on the same machine).
     """
-    fig = _figure(11.0, 4.5)
+    fig = figure(11.0, 4.5)
     ax_bw, ax_t = fig.subplots(1, 2)
     for label, (n, t) in curves.items():
         n, t = np.asarray(n, dtype=np.float64), np.asarray(t, dtype=np.float64)
@@ -45,7 +37,7 @@ def sweep_png(path, curves, title="") -> None:
         ax.legend()
     if title:
         fig.suptitle(title)
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def pairs_png(path, order, nodes, panels, title="") -> None:
@@ -56,7 +48,7 @@ def pairs_png(path, order, nodes, panels, title="") -> None:
     """
     order = np.asarray(order)
     k = len(panels)
-    fig = _figure(5.0 * min(k, 2), 4.2 * ((k + 1) // 2))
+    fig = figure(5.0 * min(k, 2), 4.2 * ((k + 1) // 2))
     axes = np.atleast_1d(fig.subplots((k + 1) // 2, min(k, 2))).ravel()
     node_of = np.asarray(nodes)[order]
     cuts = [i - 0.5 for i in range(1, len(order)) if node_of[i] != node_of[i - 1]]
@@ -75,4 +67,4 @@ def pairs_png(path, order, nodes, panels, title="") -> None:
         ax.set_visible(False)
     if title:
         fig.suptitle(title)
-    fig.savefig(path, dpi=120)
+    save(fig, path)

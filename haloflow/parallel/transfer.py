@@ -1,0 +1,88 @@
+"""Fixed communication patterns between ranks that are not halo exchanges: built once with
+their peers, counts and buffers, run many times (the AMG hierarchy's transfers between
+levels), and the one-time set-up collectives that build them.
+
+Why plans: an AMG cycle moves the same small messages between the same ranks at every level
+visit, so the requests are persistent (created once, started and waited on per visit) and
+the gathers to the root know their counts.  Why the set-up collectives live here and not in
+:class:`.reduce.Reducer`: they run once, before the time loop, and are left out of the
+allreduce counters, which count what a step costs.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+from mpi4py import MPI
+
+
+def _free(reqs) -> None:
+    if not MPI.Is_finalized():
+        for r in reqs:
+            r.Free()
+
+
+class PointToPoint:
+    """Messages from fixed buffers to fixed peers: ``sends`` and ``recvs`` are lists of
+    ``(peer, buffer)``; ``run`` moves all of them (buffers are filled and read by the caller).
+
+    One tag per plan keeps plans over the same peers apart."""
+
+    def __init__(self, comm, sends, recvs, tag: int):
+        self.reqs = [comm.Recv_init(b, q, tag) for q, b in recvs]
+        self.reqs += [comm.Send_init(b, q, tag) for q, b in sends]
+        self._free = weakref.finalize(self, _free, list(self.reqs))
+
+    def run(self) -> None:
+        MPI.Prequest.Startall(self.reqs)
+        MPI.Request.Waitall(self.reqs)
+
+
+class RootPieces:
+    """One piece per rank, of a length fixed at set-up, concatenated on ``root`` in rank
+    order (``gather``) and cut back into the pieces (``scatter``).  ``counts``: every rank's
+    piece length, needed on the root only."""
+
+    def __init__(self, comm, counts, root: int = 0):
+        self.comm, self.root = comm, root
+        self.counts = list(counts) if comm.rank == root else None
+
+    def gather(self, piece: np.ndarray, whole: np.ndarray | None) -> None:
+        """``whole`` (root only; None elsewhere) = every rank's ``piece``."""
+        target = [whole, self.counts] if self.comm.rank == self.root else None
+        self.comm.Gatherv(piece, target, root=self.root)
+
+    def scatter(self, whole: np.ndarray | None, piece: np.ndarray) -> None:
+        """``piece`` = this rank's part of the root's ``whole``."""
+        source = [whole, self.counts] if self.comm.rank == self.root else None
+        self.comm.Scatterv(source, piece, root=self.root)
+
+
+# -- set-up collectives (not counted) ----------------------------------------------------------
+
+def total(comm, n: int) -> int:
+    """Sum of the integers ``n`` of every rank."""
+    return comm.allreduce(n)
+
+
+def allgather(comm, obj) -> list:
+    """``obj`` of every rank, in rank order, on every rank."""
+    return comm.allgather(obj)
+
+
+def alltoall(comm, outbox: list) -> list:
+    """``outbox[q]`` goes to rank q; returns what every rank sent here, in rank order."""
+    return comm.alltoall(outbox)
+
+
+def gatherv(comm, a: np.ndarray, counts, root: int = 0) -> np.ndarray | None:
+    """``a`` of every rank concatenated on ``root`` (None elsewhere); ``counts``: their
+    lengths, needed on the root only."""
+    a = np.ascontiguousarray(a)
+    if comm.rank != root:
+        comm.Gatherv(a, None, root=root)
+        return None
+    out = np.empty(int(np.sum(counts)), dtype=a.dtype)
+    comm.Gatherv(a, [out, list(counts)], root=root)
+    return out
