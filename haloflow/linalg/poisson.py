@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..mesh.fv import face_coeffs
 from ..parallel import halo
-from ..physics.schemes import face_coeffs
 from .matrix import DistMatrix, Pattern
 
 
