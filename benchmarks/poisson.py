@@ -54,14 +54,14 @@ def local_mesh(cells, comm):
 def cavity_pressure(n, comm):
     """The cavity's pressure matrix and right-hand side after 20 steps from rest."""
     from haloflow.case import load_case
-    from haloflow.physics.incompressible import PisoSolver
+    from haloflow.physics import solver_from_case
 
     case = load_case("cavity", [f"mesh.cells=[{n},{n},1]"])
     lm, _ = local_mesh(case.mesh.cells, comm)
-    solver = PisoSolver(lm, case, comm, halo.make("packed", lm, comm))
+    solver = solver_from_case(lm, case, halo.make("packed", lm, comm), comm)
     for _ in range(20):
         solver.step()
-    return lm, solver.P, solver.rhs.copy()
+    return lm, solver.pressure.P, solver.pressure.rhs.copy()
 
 
 def run_ours(lm, A, b, comm, method):

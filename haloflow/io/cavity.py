@@ -16,7 +16,7 @@ from .probes import gather_cells, gather_rows, patch_faces, sample_2d
 
 def gather_velocity(lmesh, bc, U, comm):
     """(centres, U) of all cells and (centres, U) of all non-empty boundary faces on rank 0."""
-    from ..physics.bcs import EMPTY
+    from ..physics.patches import EMPTY
 
     n = lmesh.n_owned
     cc, uc = gather_cells(lmesh, comm, lmesh.geometry.cell_centres[:n], U[:, :n].T)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..mesh.fv import face_coeffs
 from ..parallel import halo
 from ..parallel.reduce import Reducer
-from ..physics.schemes import face_coeffs
 from .matrix import DistMatrix, Pattern
 
 

@@ -1,17 +1,8 @@
 """Boundary conditions as per-boundary-face arrays, so kernels never look at patch names.
 
-A patch type sets the condition of every field on it:
-
-| type            | U                                   | p                       |
-|-----------------|-------------------------------------|-------------------------|
-| wall            | fixed (wall velocity)               | zero gradient           |
-| inlet           | fixed (uniform, parabolic, table)   | zero gradient           |
-| outlet          | zero gradient                       | fixed (outlet pressure) |
-| symmetry, slip  | zero normal, zero-gradient tangential | zero gradient         |
-| empty           | none (2D front/back)                | none                    |
-
-Kernels see four kinds per face: ``FIXED`` (a value), ``ZERO_GRADIENT`` (the cell's value),
-``SYMMETRY`` (the cell's velocity less its normal part; velocity only) and ``EMPTY``.
+The condition each patch type sets is in :mod:`.patches`; here the case's ``[boundary]``
+tables become the kinds and values of this rank's boundary faces.  Measuring a patch over all
+ranks (its plane, its extent) goes through the run's reducer.
 """
 
 from __future__ import annotations
@@ -21,9 +12,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-FIXED, ZERO_GRADIENT, EMPTY, SYMMETRY = 0, 1, 2, 3
-PATCH_TYPES = ("wall", "inlet", "outlet", "symmetry", "slip", "empty")
-PROFILES = ("uniform", "parabolic", "table")
+from .patches import EMPTY, FIXED, PATCH_TYPES, SYMMETRY, ZERO_GRADIENT
 
 
 @dataclass
@@ -44,11 +33,12 @@ class BoundaryArrays:
         return np.where(self.u_kind == EMPTY, EMPTY, FIXED).astype(np.int64)
 
 
-def build_boundary(lmesh, spec: dict, comm=None) -> BoundaryArrays:
+def build_boundary(lmesh, spec: dict, red=None) -> BoundaryArrays:
     """Per-face arrays for this rank's boundary faces from ``{patch: spec(type, U, p, ...)}``.
 
-    Collective over ``comm`` (a parabolic inlet measures its patch on every rank), so every
-    rank must call it, whether or not it holds faces of that patch.
+    Collective over the reducer ``red`` (None: this rank alone), since a parabolic inlet
+    measures its patch on every rank: every rank must call it, whether or not it holds faces
+    of that patch.
     """
     nb_ = lmesh.n_faces - lmesh.n_internal
     out = BoundaryArrays(
@@ -58,38 +48,34 @@ def build_boundary(lmesh, spec: dict, comm=None) -> BoundaryArrays:
     parabolic = []
     for patch in lmesh.patches:
         s = spec[patch.name]
+        kind = PATCH_TYPES.get(s.type)
+        if kind is None:
+            raise ValueError(f"boundary.{patch.name}: unknown type {s.type!r} "
+                             f"(expected one of {tuple(PATCH_TYPES)})")
         sl = _slice(lmesh, patch)
-        u = getattr(s, "U", None)
-        p = getattr(s, "p", None)
-        if s.type == "empty":
-            out.u_kind[sl], out.p_kind[sl] = EMPTY, EMPTY
-        elif s.type in ("wall", "inlet"):
-            out.u_kind[sl], out.p_kind[sl] = FIXED, ZERO_GRADIENT
+        out.u_kind[sl], out.p_kind[sl] = kind.u, kind.p
+        if kind.u == FIXED:  # a wall's or an inlet's velocity
+            u = getattr(s, "U", None)
             out.u_value[sl] = np.zeros(3) if u is None else np.asarray(u, dtype=float)
             profile = getattr(s, "profile", "uniform") if s.type == "inlet" else "uniform"
             if profile == "parabolic":
                 parabolic.append(patch)
             elif profile == "table":
                 out.u_value[sl] = table_values(lmesh, patch, s.table)
-        elif s.type == "outlet":
-            out.u_kind[sl], out.p_kind[sl] = ZERO_GRADIENT, FIXED
+        if kind.p == FIXED:  # an outlet's pressure
+            p = getattr(s, "p", None)
             out.p_value[sl] = 0.0 if p is None else float(p)
-        elif s.type in ("symmetry", "slip"):
-            out.u_kind[sl], out.p_kind[sl] = SYMMETRY, ZERO_GRADIENT
-        else:
-            raise ValueError(f"boundary.{patch.name}: unknown type {s.type!r} "
-                             f"(expected one of {PATCH_TYPES})")
     if np.any(out.u_kind < 0):
         raise ValueError("some boundary faces belong to no patch")
     if parabolic:  # every rank lists every patch, so all of them get here
-        if comm is None:
-            from mpi4py import MPI
+        if red is None:
+            from ..parallel.reduce import self_reducer
 
-            comm = MPI.COMM_SELF
-        comps = solved_components(lmesh, out, comm)
+            red = self_reducer()
+        comps = solved_components(lmesh, out, red)
         for patch in parabolic:  # the same patches, in the same order, on every rank
             sl = _slice(lmesh, patch)
-            out.u_value[sl] *= parabolic_shape(lmesh, patch, comps, comm)[:, None]
+            out.u_value[sl] *= parabolic_shape(lmesh, patch, comps, red)[:, None]
     return out
 
 
@@ -107,21 +93,19 @@ def _slice(lmesh, patch) -> slice:
     return slice(b0, b0 + patch.size)
 
 
-def solved_components(lmesh, bc: BoundaryArrays, comm) -> list[int]:
-    """Velocity components to solve: all but the directions normal to ``empty`` patches."""
-    from mpi4py import MPI
-
+def solved_components(lmesh, bc: BoundaryArrays, red) -> list[int]:
+    """Velocity components to solve: all but the directions normal to ``empty`` patches
+    (collective over the reducer ``red``)."""
     sf = lmesh.geometry.face_areas[lmesh.n_internal:][bc.u_kind == EMPTY]
     normal = np.zeros(3)
     if len(sf):
         n = np.abs(sf) / np.linalg.norm(sf, axis=1)[:, None]
         normal = (n > 0.5).any(axis=0).astype(float)
-    total = np.zeros(3)
-    comm.Allreduce(normal, total, op=MPI.MAX)
+    total = red.array(normal, "max")
     return [d for d in range(3) if total[d] == 0.0]
 
 
-def patch_frame(lmesh, patch, comps, comm) -> tuple[np.ndarray, list[np.ndarray]]:
+def patch_frame(lmesh, patch, comps, red) -> tuple[np.ndarray, list[np.ndarray]]:
     """Unit normal of a (planar) patch and its tangential directions across the flow.
 
     The normal is the sum of the patch's area vectors over all ranks.  The tangential
@@ -129,11 +113,8 @@ def patch_frame(lmesh, patch, comps, comm) -> tuple[np.ndarray, list[np.ndarray]
     projected onto the patch plane: ``y`` for a 2D channel inlet normal to ``x`` (also when
     the inlet is slanted), ``y`` and ``z`` for a 3D duct.
     """
-    from mpi4py import MPI
-
     sf = lmesh.geometry.face_areas[patch.start:patch.start + patch.size]
-    total = np.zeros(3)
-    comm.Allreduce(sf.sum(axis=0), total, op=MPI.SUM)
+    total = red.array(sf.sum(axis=0), "sum")
     mag = np.linalg.norm(total)
     if mag == 0.0:
         raise ValueError(f"boundary.{patch.name}: a parabolic inlet needs a planar patch "
@@ -147,7 +128,7 @@ def patch_frame(lmesh, patch, comps, comm) -> tuple[np.ndarray, list[np.ndarray]
     return n, tangents
 
 
-def parabolic_shape(lmesh, patch, comps, comm) -> np.ndarray:
+def parabolic_shape(lmesh, patch, comps, red) -> np.ndarray:
     """Per-face factor of a plane-channel (one tangential direction) or duct (two) profile
     with mean 1 over the patch.
 
@@ -157,9 +138,7 @@ def parabolic_shape(lmesh, patch, comps, comm) -> np.ndarray:
     the flow rate is exactly ``U`` times the area on faces aligned with the axes, at any
     resolution; a duct gets the product of two such factors.
     """
-    from mpi4py import MPI
-
-    _, tangents = patch_frame(lmesh, patch, comps, comm)
+    _, tangents = patch_frame(lmesh, patch, comps, red)
     shape = np.ones(patch.size)
     f0, f1 = patch.start, patch.start + patch.size
     ptr = lmesh.face_ptr[f0:f1 + 1]
@@ -168,8 +147,8 @@ def parabolic_shape(lmesh, patch, comps, comm) -> np.ndarray:
         s = lmesh.points[nodes] @ t
         lo = np.minimum.reduceat(s, ptr[:-1] - ptr[0]) if patch.size else np.zeros(0)
         hi = np.maximum.reduceat(s, ptr[:-1] - ptr[0]) if patch.size else np.zeros(0)
-        smin = comm.allreduce(float(lo.min(initial=np.inf)), op=MPI.MIN)
-        smax = comm.allreduce(float(hi.max(initial=-np.inf)), op=MPI.MAX)
+        smin = red.min(float(lo.min(initial=np.inf)))[0]
+        smax = red.max(float(hi.max(initial=-np.inf)))[0]
         if not smax > smin:
             raise ValueError(f"boundary.{patch.name}: the patch has no extent across the "
                              "flow for a parabolic profile")

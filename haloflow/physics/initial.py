@@ -24,17 +24,18 @@ def taylor_green(x, y, t, amplitude, length, nu, origin=(0.0, 0.0)):
     return u, v, p
 
 
-def initial_fields(case, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``U[3, n]`` and ``p[n]`` at the cell ``centres`` at t = 0; None for a flow at rest."""
-    init = case.initial
+def initial_fields(initial, mesh, nu: float,
+                   centres: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``U[3, n]`` and ``p[n]`` at the cell ``centres`` at t = 0 from the ``[initial]`` table
+    (``mesh``: the ``[mesh]`` table, whose box the Taylor-Green vortices fill); None for a
+    flow at rest."""
     n = len(centres)
-    if init.type == "rest":
+    if initial.type == "rest":
         return None
     U, p = np.zeros((3, n)), np.zeros(n)
-    if init.type == "uniform":
-        U[:] = np.asarray(init.U, dtype=float)[:, None]
+    if initial.type == "uniform":
+        U[:] = np.asarray(initial.U, dtype=float)[:, None]
     else:  # taylor_green: the validator made the mesh a square box
-        m = case.mesh
-        U[0], U[1], p[:] = taylor_green(centres[:, 0], centres[:, 1], 0.0, init.amplitude,
-                                        m.lengths[0], case.physics.nu, m.origin[:2])
+        U[0], U[1], p[:] = taylor_green(centres[:, 0], centres[:, 1], 0.0, initial.amplitude,
+                                        mesh.lengths[0], nu, mesh.origin[:2])
     return U, p

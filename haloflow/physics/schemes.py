@@ -1,54 +1,22 @@
-"""Face interpolation weights, diffusion coefficients, gradients and explicit corrections.
+"""Gradients and explicit (deferred) corrections on any polyhedral mesh.
 
-Everything here is face-based and works on any polyhedral mesh.  The diffusion coefficient
-is the over-relaxed one, ``|S|^2 / (S . d)``: the face normal gradient is
-``gdiff (phi_N - phi_P) + k . grad(phi)_f`` with ``k = S - gdiff d``, the first part
-implicit and the second (zero on orthogonal meshes) a deferred correction from the cell
-gradients.  Boundary faces use the normal distance to the face and take no correction, as
-OpenFOAM does.  Gradients are Gauss (linear interpolation) or least squares (exact for
-linear fields on any mesh, skewed ones included).
+Gradients are Gauss (linear interpolation) or least squares (exact for linear fields on any
+mesh, skewed ones included).  The corrections are the explicit parts of face quantities
+whose implicit parts use the face geometry of :mod:`haloflow.mesh.fv`: the non-orthogonal
+part ``k . grad(phi)_f`` of diffusion and of the pressure flux, and linear-upwind
+convection.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
 
 from ..mesh.core import neighbour_centres
-from .bcs import EMPTY, FIXED
+from ..mesh.fv import FaceCoeffs
+from .patches import EMPTY, FIXED
 
 GRADIENTS = ("gauss", "least-squares")
-NONORTH_TOL = 1e-8  # |k| / |S| below this on every face: the mesh is orthogonal
-
-
-@dataclass
-class FaceCoeffs:
-    weight: np.ndarray  # (n_internal,) owner weight of linear interpolation
-    gdiff: np.ndarray  # (n_faces,) |S|^2 / (S . d); d to the neighbour centre or the face centre
-    corr: np.ndarray  # (n_internal, 3) non-orthogonal part k = S - gdiff d
-    nonorthogonal: bool = False  # some local internal face has |k| > NONORTH_TOL |S|
-
-
-def face_coeffs(lmesh) -> FaceCoeffs:
-    g = lmesh.geometry
-    ni = lmesh.n_internal
-    sf, fc, cc = g.face_areas, g.face_centres, g.cell_centres
-    own = lmesh.owner
-    magsf = np.linalg.norm(sf, axis=1)
-    n = sf / magsf[:, None]
-    cn = neighbour_centres(lmesh)  # periodic neighbours: their images next to the face
-    do = np.abs(np.einsum("ij,ij->i", n[:ni], fc[:ni] - cc[own[:ni]]))
-    dn = np.abs(np.einsum("ij,ij->i", n[:ni], cn - fc[:ni]))
-    weight = dn / (do + dn)
-    d = np.empty_like(sf)
-    d[:ni] = cn - cc[own[:ni]]
-    d[ni:] = fc[ni:] - cc[own[ni:]]
-    gdiff = magsf**2 / np.einsum("ij,ij->i", sf, d)
-    corr = sf[:ni] - gdiff[:ni, None] * d[:ni]
-    nonorth = bool(np.any(np.linalg.norm(corr, axis=1) > NONORTH_TOL * magsf[:ni]))
-    return FaceCoeffs(weight=weight, gdiff=gdiff, corr=corr, nonorthogonal=nonorth)
 
 
 # -- gradients ---------------------------------------------------------------------------------
@@ -192,10 +160,10 @@ class Gradient:
 # -- explicit (deferred) corrections -----------------------------------------------------------
 
 @nb.njit(cache=True)
-def nonorth_diffusion_source(owner, neighbour, weight, corr, gradU, comps, nu, b):
+def nonorth_diffusion_source(owner, neighbour, weight, corr, gradU, comps, nu_f, b):
     """Deferred non-orthogonal part of the diffusion of each velocity component:
-    ``nu k . grad(u_d)_f`` into the owner and out of the neighbour (``gradU[d, e, cell]``,
-    ghost rows exchanged)."""
+    ``nu_f k . grad(u_d)_f`` into the owner and out of the neighbour (``gradU[d, e, cell]``,
+    ghost rows exchanged; ``nu_f`` the effective viscosity per face)."""
     for f in range(len(neighbour)):
         o = owner[f]
         n = neighbour[f]
@@ -204,8 +172,8 @@ def nonorth_diffusion_source(owner, neighbour, weight, corr, gradU, comps, nu, b
             s = 0.0
             for e in comps:
                 s += corr[f, e] * (w * gradU[d, e, o] + (1.0 - w) * gradU[d, e, n])
-            b[d, o] += nu * s
-            b[d, n] -= nu * s
+            b[d, o] += nu_f[f] * s
+            b[d, n] -= nu_f[f] * s
 
 
 @nb.njit(cache=True)

@@ -12,24 +12,15 @@ pressure fall below ``residual_tol``.
 
 from __future__ import annotations
 
-import math
-
 import numba as nb
 import numpy as np
 
 from ..parallel.timers import NULL_TIMERS
-from .bcs import ZERO_GRADIENT
-from .incompressible import PisoSolver, StepInfo, correct_fluxes
-
-
-@nb.njit(cache=True)
-def relax_momentum(diag, U, comps, alpha, n, b0):
-    """``diag /= alpha`` and ``b0 += (1 - alpha)/alpha diag U`` on the owned rows."""
-    f = (1.0 - alpha) / alpha
-    for c in range(n):
-        for d in comps:
-            b0[d, c] += f * diag[c] * U[d, c]
-        diag[c] /= alpha
+from .monitor import StepInfo
+from .patches import ZERO_GRADIENT
+from .piso import PisoSolver
+from .pressure import correct_fluxes, correct_velocity
+from .time import Steady
 
 
 @nb.njit(cache=True)
@@ -77,17 +68,22 @@ def relax_pressure(p, p_prev, alpha):
 
 
 class SimpleSolver(PisoSolver):
-    """Steady SIMPLE(C) iterations; ``step()`` is one iteration, ``time`` counts them."""
+    """Steady SIMPLE(C) iterations; ``step()`` is one iteration, ``time`` counts them.
+
+    Takes :class:`PisoSolver`'s arguments; ``solver.relaxation`` (``U``, ``p``) and
+    ``solver.consistent`` (SIMPLEC) are read here."""
 
     algorithm = "simple"
     _advice = "try smaller solver.relaxation factors"
 
-    def __init__(self, lmesh, case, comm, exchanger, timers=NULL_TIMERS):
-        super().__init__(lmesh, case, comm, exchanger, timers)
-        r = case.solver.relaxation
+    def __init__(self, lmesh, exchanger, reducer, timers=NULL_TIMERS, *, solver, physics,
+                 boundary, initial, mesh, halo):
+        super().__init__(lmesh, exchanger, reducer, timers, solver=solver, physics=physics,
+                         boundary=boundary, initial=initial, mesh=mesh, halo=halo)
+        r = solver.relaxation
         self.alpha_u = float(r.U)
         self.alpha_p = float(r.p)
-        self.consistent = bool(case.solver.consistent)
+        self.consistent = bool(solver.consistent)
         self.n_corr = 1
         n = lmesh.n_cells
         self.p_prev = np.zeros(n)
@@ -95,23 +91,28 @@ class SimpleSolver(PisoSolver):
             self.ones = np.ones(n)
             self.offsum = np.zeros(n)
 
-    def _set_time(self, s) -> None:
-        self.dt = 1.0  # one iteration
-        self.ddt = math.inf  # no time term
-        self.end_time = float(s.max_iterations)
-        self.steady_tol = float(s.residual_tol)
+    def _time_scheme(self, s):
+        return Steady(self.U)
+
+    def _schedule(self, s) -> tuple[float, float]:
+        return float(s.max_iterations), float(s.residual_tol)
 
     def steady_measure(self, info: StepInfo) -> float:
         return info.residual
 
     def _relax_momentum(self) -> None:
-        relax_momentum(self.diag, self.U, self.comps, self.alpha_u, self.lm.n_owned, self.b0)
+        self.momentum.relax(self.alpha_u)
+
+    def _correct(self):
+        self.p_prev[:] = self.p  # relax_pressure's old value
+        return super()._correct()
 
     def _hbya(self) -> None:
         super()._hbya()
         if self.consistent:
-            self.M.off_diagonal(self.ones, self.offsum)
-            consistent_rau(self.vol, self.M.diag, self.offsum, self.grad, self.comps,
+            M = self.momentum.M
+            M.off_diagonal(self.ones, self.offsum)
+            consistent_rau(self.momentum.vol, M.diag, self.offsum, self.grad, self.comps,
                            self.lm.n_owned, self.HbyA, self.rAU)
 
     def _flux_memory(self) -> None:
@@ -122,26 +123,23 @@ class SimpleSolver(PisoSolver):
         if self.consistent or self.alpha_u == 1.0:
             return
         lm = self.lm
-        relaxation_flux_memory(lm.owner, lm.neighbour, self.fc.weight, self.sf, self.Uold,
-                               self.phi, self.bc.u_kind, 1.0 - self.alpha_u, self.phiH)
-
-    def _before_p_solve(self) -> None:
-        self.p_prev[:] = self.p
+        with self.timers("fluxes"):
+            relaxation_flux_memory(lm.owner, lm.neighbour, self.fc.weight,
+                                   lm.geometry.face_areas, self.ts.U_old, self.phi,
+                                   self.bc.u_kind, 1.0 - self.alpha_u, self.pressure.phiH)
 
     def _update(self) -> None:
         """Fluxes from the solved pressure, velocity from the relaxed one."""
-        lm, bc, T = self.lm, self.bc, self.timers
-        n = lm.n_owned
+        lm, bc, pe, T = self.lm, self.bc, self.pressure, self.timers
         with T("halo"):
-            self.ex.exchange(self._p_field)
+            self.ex.exchange(pe.p_field)
         with T("fluxes"):
-            correct_fluxes(lm.owner, lm.neighbour, self.phiH, self.g, self.p, bc.p_kind,
+            correct_fluxes(lm.owner, lm.neighbour, pe.phiH, pe.g, self.p, bc.p_kind,
                            bc.p_value, self.phi, 0, lm.n_internal, True)
             if self.alpha_p != 1.0:
                 relax_pressure(self.p, self.p_prev, self.alpha_p)
-            self._gradient(self.p, bc.p_kind, bc.p_value, self.grad)
-            for d in self.comps:
-                np.multiply(self.rAU[:n], self.grad[d, :n], out=self.work[:n])
-                np.subtract(self.HbyA[d, :n], self.work[:n], out=self.U[d, :n])
+            self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
+            correct_velocity(self.U, self.HbyA, self.rAU, self.grad, self.comps,
+                             lm.n_owned, pe.work)
         with T("halo"):
-            self.ex.exchange(self._u_fields)
+            self.ex.exchange(self.momentum.u_fields)

@@ -27,6 +27,7 @@ from haloflow.mpiutil import fail_fast
 from haloflow.parallel import halo
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local, distribute
+from haloflow.parallel.reduce import Reducer
 from haloflow.physics.bcs import build_boundary
 from haloflow.physics import solver_from_case
 
@@ -61,7 +62,7 @@ with fail_fast(comm):
     case = load_case("channel", ["boundary.left.profile=parabolic", "mesh.cells=[10,24,1]",
                                  "mesh.lengths=[1,2,1]"])
     left = lm.patch("left")
-    bc = build_boundary(lm, case.boundary, comm)
+    bc = build_boundary(lm, case.boundary, Reducer(comm))
     b = slice(left.start - lm.n_internal, left.start - lm.n_internal + left.size)
     ids = comm.gather(lm.global_faces[left.start:left.start + left.size], root=0)
     vals = comm.gather(bc.u_value[b], root=0)

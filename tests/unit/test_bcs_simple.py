@@ -10,18 +10,13 @@ from mpi4py import MPI
 
 from haloflow.case import CaseError, load_case
 from haloflow.mesh.blocks import box
+from haloflow.mesh.fv import face_coeffs
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
-from haloflow.physics.bcs import (
-    EMPTY,
-    FIXED,
-    SYMMETRY,
-    ZERO_GRADIENT,
-    build_boundary,
-    velocity_boundary_values,
-)
 from haloflow.physics import solver_from_case
-from haloflow.physics.schemes import Gradient, face_coeffs
+from haloflow.physics.bcs import build_boundary, velocity_boundary_values
+from haloflow.physics.patches import EMPTY, FIXED, SYMMETRY, ZERO_GRADIENT
+from haloflow.physics.schemes import Gradient
 from haloflow.physics.simple import SimpleSolver
 
 SELF = MPI.COMM_SELF

@@ -129,7 +129,8 @@ def monitor32():
     case = load_case("cylinder", ["mesh.cells_around=32"])
     lm = build_local(from_case(case.mesh), np.zeros(cylinder(32).n_cells, np.int64), 0)
     comm = MPI.COMM_SELF
-    solver = SimpleNamespace(red=Reducer(comm), bc=build_boundary(lm, case.boundary, comm),
+    red = Reducer(comm)
+    solver = SimpleNamespace(red=red, bc=build_boundary(lm, case.boundary, red),
                              algorithm="simple", time=0.0, U=np.zeros((3, lm.n_cells)),
                              p=np.zeros(lm.n_cells))
     return Monitor(lm, case, solver, comm), solver, lm

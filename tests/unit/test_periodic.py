@@ -13,10 +13,10 @@ from haloflow.case import CaseError, load_case
 from haloflow.io.vtk import cell_faces
 from haloflow.mesh import MeshError, patch_names, read_mesh
 from haloflow.mesh.blocks import box
+from haloflow.mesh.fv import face_coeffs
 from haloflow.mesh.periodic import stitch
 from haloflow.mesh.quality import check
 from haloflow.parallel.local import build_local
-from haloflow.physics.schemes import face_coeffs
 
 DATA = Path(__file__).parents[1] / "data" / "meshes"
 BOTH = [("left", "right"), ("bottom", "top")]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mpi4py import MPI
 
 from haloflow.case import CaseError, load_case
 from haloflow.io.profile_table import TableError, read_table
 from haloflow.mesh.blocks import box
 from haloflow.parallel.local import build_local
+from haloflow.parallel.reduce import self_reducer
 from haloflow.physics.bcs import build_boundary
 
 
@@ -37,7 +37,7 @@ def test_values_at_face_centres(tmp_path):
     m = case.mesh
     mesh = box(m.cells, m.lengths, m.origin, m.grading)
     lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
-    bc = build_boundary(lm, case.boundary, MPI.COMM_SELF)
+    bc = build_boundary(lm, case.boundary, self_reducer())
     p = lm.patch("left")
     b = slice(p.start - lm.n_internal, p.start - lm.n_internal + p.size)
     y = lm.geometry.face_centres[p.start:p.start + p.size, 1]
@@ -99,4 +99,4 @@ def test_table_must_cover_the_patch(tmp_path):
     mesh = box(m.cells, m.lengths, m.origin, m.grading)
     lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
     with pytest.raises(TableError, match="covers y from 0 to 0.8, but the patch's faces reach"):
-        build_boundary(lm, case.boundary, MPI.COMM_SELF)
+        build_boundary(lm, case.boundary, self_reducer())

@@ -11,7 +11,7 @@ from haloflow.mesh.blocks import box
 from haloflow.mpiutil import fail_fast
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
-from haloflow.physics.incompressible import DivergenceError, PisoSolver
+from haloflow.physics import DivergenceError, solver_from_case
 from haloflow.runner import DivergedError
 
 
@@ -20,7 +20,7 @@ def _solver(n=12, *overrides):
     m = box(case.mesh.cells, case.mesh.lengths)
     lm = build_local(m, np.zeros(m.n_cells, dtype=np.int64), 0)
     comm = MPI.COMM_SELF
-    return PisoSolver(lm, case, comm, halo.make("packed", lm, comm))
+    return solver_from_case(lm, case, halo.make("packed", lm, comm), comm)
 
 
 def test_fluxes_are_divergence_free_and_walls_impermeable():

@@ -1,0 +1,209 @@
+"""The momentum equation: assembly, the deferred explicit parts, and the predictor.
+
+Convection is implicit upwind with the old face flux plus an explicit correction to linear
+or linear-upwind interpolation; diffusion is the orthogonal part implicit with the
+closure's effective viscosity per face, and its non-orthogonal part deferred.  The time term
+is whatever the time scheme (:mod:`.time`) hands over.  Velocity is stored as ``U[3, n]``
+so that each component is a contiguous field for the halo exchange.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ..linalg.krylov import bicgstab
+from ..linalg.matrix import DistMatrix
+from ..linalg.precond import SymmetricGaussSeidel
+from .bcs import velocity_boundary_values
+from .patches import EMPTY, FIXED, SYMMETRY
+from .schemes import linear_upwind_source, nonorth_diffusion_source
+
+
+@nb.njit(cache=True)
+def momentum_coeffs(owner, neighbour, phi, gdiff, nu_f, vol, dt, ukind, diag, lower, upper):
+    """Implicit upwind convection + orthogonal diffusion + Euler time term."""
+    ni = len(neighbour)
+    for c in range(len(vol)):
+        diag[c] = vol[c] / dt
+    for f in range(ni):
+        F = phi[f]
+        D = nu_f[f] * gdiff[f]
+        upper[f] = -D + min(F, 0.0)
+        lower[f] = -D - max(F, 0.0)
+        diag[owner[f]] += D + max(F, 0.0)
+        diag[neighbour[f]] += D - min(F, 0.0)
+    for f in range(ni, len(owner)):
+        k = ukind[f - ni]
+        if k == FIXED:
+            diag[owner[f]] += nu_f[f] * gdiff[f]
+        elif k == SYMMETRY:  # diffusion to the mirror image of the cell, 2x as far as the face
+            diag[owner[f]] += 0.5 * nu_f[f] * gdiff[f]
+        elif k != EMPTY:  # zero gradient: outflow carries the cell value
+            diag[owner[f]] += max(phi[f], 0.0)
+
+
+@nb.njit(cache=True)
+def momentum_source(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, uvalue, U, Uold,
+                    linear, comps, b0, sf):
+    """Right-hand side without the pressure gradient: time term, boundary values and the
+    deferred correction from upwind to linear interpolation.
+
+    A symmetry face diffuses towards the cell's mirror image (velocity reflected, twice the
+    face distance away), whose value lags by a step or iteration: the coefficients are
+    those of a cell next to its mirror image, so a half domain converges to the same
+    solution as the full, symmetric one."""
+    ni = len(neighbour)
+    for d in comps:
+        for c in range(len(vol)):
+            b0[d, c] = vol[c] / dt * Uold[d, c]
+    if linear:
+        for f in range(ni):
+            o = owner[f]
+            n = neighbour[f]
+            F = phi[f]
+            w = weight[f]
+            for d in comps:
+                ulin = w * U[d, o] + (1.0 - w) * U[d, n]
+                uup = U[d, o] if F >= 0.0 else U[d, n]
+                corr = F * (ulin - uup)
+                b0[d, o] -= corr
+                b0[d, n] += corr
+    for f in range(ni, len(owner)):
+        b = f - ni
+        k = ukind[b]
+        o = owner[f]
+        if k == FIXED:
+            coef = nu_f[f] * gdiff[f] - phi[f]
+            for d in comps:
+                b0[d, o] += coef * uvalue[b, d]
+        elif k == SYMMETRY:
+            m = np.sqrt(sf[f, 0] ** 2 + sf[f, 1] ** 2 + sf[f, 2] ** 2)
+            un = 0.0
+            for d in range(3):
+                un += U[d, o] * sf[f, d] / m
+            coef = 0.5 * nu_f[f] * gdiff[f]
+            for d in comps:
+                b0[d, o] += coef * (U[d, o] - 2.0 * un * sf[f, d] / m)
+        elif k != EMPTY and phi[f] < 0.0:  # zero-gradient inflow: explicit
+            for d in comps:
+                b0[d, o] -= phi[f] * U[d, o]
+
+
+@nb.njit(cache=True)
+def relax_momentum(diag, U, comps, alpha, n, b0):
+    """``diag /= alpha`` and ``b0 += (1 - alpha)/alpha diag U`` on the owned rows."""
+    f = (1.0 - alpha) / alpha
+    for c in range(n):
+        for d in comps:
+            b0[d, c] += f * diag[c] * U[d, c]
+        diag[c] /= alpha
+
+
+class Momentum:
+    """The momentum equation of velocity ``U`` on one rank: its matrix ``M`` and right-hand
+    side ``b0`` (without the pressure gradient), the predictor, and ``H/A``.
+
+    ``nu_face`` is the closure's array, read at every assembly (a closure refreshes it in
+    place).  ``nonorth``: defer the non-orthogonal part of diffusion; it and linear-upwind
+    convection need velocity gradients, whose ghost rows are exchanged."""
+
+    def __init__(self, U, lmesh, fc, bc, comps, gradient, nu_face, pattern, exchanger, red,
+                 workspace, timers, *, convection: str, nonorth: bool, settings):
+        lm = lmesh
+        n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
+        self.U, self.lm, self.fc, self.bc, self.comps = U, lm, fc, bc, comps
+        self.gradient, self.nu_face = gradient, nu_face
+        self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
+        self.cfg = settings
+        self.vol = lm.geometry.cell_volumes
+        self.sf = lm.geometry.face_areas
+        self.linear = convection == "linear"
+        self.linear_upwind = convection == "linear-upwind"
+        self.nonorth = nonorth
+        self.M = DistMatrix(pattern, exchanger, timers)
+        self.pre = SymmetricGaussSeidel(self.M) if settings.method == "bicgstab-sgs" else None
+        self.diag = np.zeros(n)
+        self.lower = np.zeros(ni)
+        self.upper = np.zeros(ni)
+        self.b0 = np.zeros((3, n))
+        self.rhs = np.zeros(n)
+        self.work = np.zeros(n)
+        self.u_fields = [U[d] for d in comps]
+        fcs = lm.geometry.face_centres
+        self.fcn = fcs if lm.face_shift is None else np.ascontiguousarray(
+            fcs[:ni] - lm.face_shift)  # face centres seen from the neighbour (periodic)
+        self.gradU = None
+        if nonorth or self.linear_upwind:  # velocity gradients, ghosts exchanged
+            self.gradU = np.zeros((3, 3, n))
+            self.ub = np.zeros((3, nf - ni))
+            self.gkind = bc.grad_kind
+            self._gu_fields = [self.gradU[d, e] for d in comps for e in comps]
+
+    def assemble(self, phi, U_conv, U_time, ddt: float) -> None:
+        """Coefficients and right-hand side from the convecting flux ``phi``, the explicit
+        parts at ``U_conv`` and the time term's ``V U_time / ddt``; :meth:`fill` then makes
+        the matrix (after any under-relaxation of ``diag`` and ``b0``)."""
+        lm, bc, fc = self.lm, self.bc, self.fc
+        with self.timers("assemble"):
+            momentum_coeffs(lm.owner, lm.neighbour, phi, fc.gdiff, self.nu_face, self.vol,
+                            ddt, bc.u_kind, self.diag, self.lower, self.upper)
+            momentum_source(lm.owner, lm.neighbour, fc.weight, phi, fc.gdiff, self.nu_face,
+                            self.vol, ddt, bc.u_kind, bc.u_value, U_conv, U_time,
+                            self.linear, self.comps, self.b0, self.sf)
+        if self.gradU is not None:
+            self._explicit(phi, U_conv)
+
+    def _explicit(self, phi, U_conv) -> None:
+        """Deferred parts that need velocity gradients: non-orthogonal diffusion and the
+        linear-upwind correction (ghost values of ``U_conv`` are current)."""
+        lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
+        with T("fluxes"):
+            velocity_boundary_values(lm.owner, self.sf, bc.u_kind, bc.u_value, U_conv,
+                                     lm.n_internal, self.ub)
+            for d in self.comps:
+                self.gradient(U_conv[d], self.gkind, self.ub[d], self.gradU[d])
+        with T("halo"):
+            self.ex.exchange(self._gu_fields)
+        with T("assemble"):
+            if self.nonorth:
+                nonorth_diffusion_source(lm.owner, lm.neighbour, fc.weight, fc.corr, self.gradU,
+                                         self.comps, self.nu_face, self.b0)
+            if self.linear_upwind:
+                g = lm.geometry
+                linear_upwind_source(lm.owner, lm.neighbour, phi, g.face_centres, self.fcn,
+                                     g.cell_centres, self.gradU, self.comps, self.b0)
+
+    def relax(self, alpha: float) -> None:
+        """Implicit under-relaxation: ``A/alpha U = H + (1 - alpha)/alpha A U_old``."""
+        relax_momentum(self.diag, self.U, self.comps, alpha, self.lm.n_owned, self.b0)
+
+    def fill(self) -> None:
+        self.M.fill(self.diag, self.lower, self.upper)
+        if self.pre is not None:
+            self.pre.refresh()
+
+    def predict(self, grad) -> list:
+        """Solve for each component with the pressure gradient ``grad``; ghosts exchanged."""
+        T, cfg = self.timers, self.cfg
+        u_solves = []
+        with T("solve_U"):
+            for d in self.comps:
+                np.multiply(self.vol, grad[d], out=self.rhs)
+                np.subtract(self.b0[d], self.rhs, out=self.rhs)
+                u_solves.append(bicgstab(self.M, self.rhs, self.U[d], cfg.tol, cfg.max_iter,
+                                         self.red, self.ws,
+                                         None if self.pre is None else self.pre.apply,
+                                         cfg.rel_tol))
+        with T("halo"):
+            self.ex.exchange(self.u_fields)
+        return u_solves
+
+    def h_by_a(self, HbyA, rAU) -> None:
+        """``H/A`` and ``V/A`` on owned cells from the matrix and the current velocity."""
+        n = self.lm.n_owned
+        for d in self.comps:
+            self.M.off_diagonal(self.U[d], self.work)
+            np.subtract(self.b0[d, :n], self.work[:n], out=HbyA[d, :n])
+            HbyA[d, :n] /= self.M.diag
+        np.divide(self.vol[:n], self.M.diag, out=rAU[:n])

@@ -1,0 +1,163 @@
+"""Transient incompressible Navier-Stokes: PISO on a collocated grid with Rhie-Chow fluxes.
+
+Per step: the time scheme keeps the old levels (:mod:`.time`), the momentum equation is
+assembled with the old face flux and solved for a predictor (:mod:`.momentum`), then
+``n_correctors`` pressure corrections each build fluxes from ``H/A``, solve the pressure
+equation and correct fluxes and velocity (:mod:`.pressure`); the closure then solves its
+own fields.  The steady SIMPLE variant (:mod:`.simple`) reuses every piece.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..linalg.krylov import SolveInfo, Workspace
+from ..linalg.matrix import Pattern
+from ..mesh.fv import face_coeffs
+from ..parallel.timers import NULL_TIMERS
+from .bcs import build_boundary, solved_components
+from .closures import make_closure
+from .initial import initial_fields
+from .momentum import Momentum
+from .monitor import StepInfo, StepMonitor
+from .patches import EMPTY
+from .pressure import Pressure, predicted_fluxes
+from .schemes import Gradient
+from .time import TIME_SCHEMES
+
+
+class PisoSolver:
+    """State and one-step advance of the incompressible equations on one rank.
+
+    Built from the case's ``[solver]``, ``[physics]``, ``[boundary]`` and ``[initial]``
+    tables (``mesh``: the ``[mesh]`` table, for initial conditions tied to the box;
+    ``halo``: the strategy the AMG's coarse levels use); every global reduction goes
+    through ``reducer``."""
+
+    algorithm = "piso"
+    _advice = "try a smaller solver.dt"
+
+    def __init__(self, lmesh, exchanger, reducer, timers=NULL_TIMERS, *, solver, physics,
+                 boundary, initial, mesh, halo):
+        s, lm, red = solver, lmesh, reducer
+        self.lm, self.ex, self.red, self.timers = lm, exchanger, red, timers
+        self.n_corr = int(s.n_correctors)
+        n, nf = lm.n_cells, lm.n_faces
+        self.bc = build_boundary(lm, boundary, red)
+        self.comps = np.array(solved_components(lm, self.bc, red), dtype=np.int64)
+        self.fc = face_coeffs(lm)
+        self.closure = make_closure(lm, physics)
+        self.gradient = Gradient(lm, self.fc, s.gradient, self.bc.u_kind == EMPTY, self.comps)
+        # the deferred non-orthogonal parts, only where some face needs them (never on a box)
+        self.nonorth = s.laplacian == "corrected" and red.any(self.fc.nonorthogonal)
+        singular = not red.any(self.bc.pressure_fixed_somewhere)
+        # boundary speeds bound an incompressible flow's velocity; far above them it has blown up
+        u_ref = max(1.0, red.max(float(np.abs(self.bc.u_value).max(initial=0.0)))[0])
+        self.monitor = StepMonitor(lm, self.comps, red, timers, u_ref=u_ref,
+                                   advice=self._advice)
+
+        self.U = np.zeros((3, n))
+        self.p = np.zeros(n)
+        self.phi = np.zeros(nf)
+        self.grad = np.zeros((3, n))  # of the pressure
+        self.HbyA = np.zeros((3, n))
+        self.rAU = np.zeros(n)
+        self._h_fields = [self.HbyA[d] for d in self.comps] + [self.rAU]
+        self.time = 0.0
+        self.ts = self._time_scheme(s)
+        self.dt = self.ts.dt
+        self.end_time, self.steady_tol = self._schedule(s)
+
+        pattern = Pattern(lm)
+        ws = Workspace(n, lm.n_owned, 8)
+        common = (lm, self.fc, self.bc, self.comps, self.gradient)
+        self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
+                                 red, ws, timers, convection=s.convection,
+                                 nonorth=self.nonorth, settings=s.momentum)
+        self.pressure = Pressure(self.p, self.grad, self.phi, *common, pattern, exchanger, red,
+                                 ws, timers, nonorth=self.nonorth,
+                                 n_nonorth=int(s.n_nonorth_correctors), singular=singular,
+                                 settings=s.pressure, halo=halo)
+        self._initialise(initial, mesh, physics.nu)
+
+    def _time_scheme(self, s):
+        return TIME_SCHEMES[s.time_scheme](float(s.dt), self.U)
+
+    def _schedule(self, s) -> tuple[float, float]:
+        """``(end_time, steady_tol)``."""
+        return float(s.end_time), float(s.steady_tol)
+
+    def _initialise(self, initial, mesh, nu) -> None:
+        """Fields at t = 0 from ``[initial]``; face fluxes interpolated from them (the first
+        pressure correction makes them divergence-free)."""
+        init = initial_fields(initial, mesh, nu, self.lm.geometry.cell_centres)
+        if init is None:
+            return
+        lm, fc, bc = self.lm, self.fc, self.bc
+        U, p = init
+        self.U[self.comps] = U[self.comps]
+        self.p[:] = p
+        predicted_fluxes(lm.owner, lm.neighbour, fc.weight, lm.geometry.face_areas, fc.gdiff,
+                         self.U, np.zeros(lm.n_cells), bc.u_kind, bc.u_value, bc.p_kind,
+                         self.phi, np.zeros(lm.n_faces), 0, lm.n_internal, True)
+
+    @property
+    def p_amg(self):
+        """The pressure solver's AMG (None before the first solve, or with CG alone)."""
+        return self.pressure.amg
+
+    @property
+    def gradU(self):
+        """Velocity gradients (None unless non-orthogonal or linear-upwind parts need them)."""
+        return self.momentum.gradU
+
+    def converged(self, info: StepInfo) -> bool:
+        """Steady: the relative change of U per unit time is below ``steady_tol``."""
+        return self.steady_tol > 0.0 and self.steady_measure(info) < self.steady_tol
+
+    def steady_measure(self, info: StepInfo) -> float:
+        return info.change
+
+    def step(self) -> StepInfo:
+        self.ts.begin_step(self.U)
+        self._assemble_momentum()
+        u_solves = self.momentum.predict(self.grad)
+        p_solves = [self._correct() for _ in range(self.n_corr)]
+        self.closure.solve(self)
+        self.time += self.dt
+        continuity, change = self.monitor(self.phi, self.U, self.ts.U_old, self.dt, self.time)
+        return StepInfo(u_solves, p_solves, continuity, change)
+
+    def _assemble_momentum(self) -> None:
+        """Momentum matrix and right-hand side (without the pressure gradient) from the
+        current flux and velocity; the pressure gradient of the current pressure."""
+        ts, bc, T = self.ts, self.bc, self.timers
+        self.momentum.assemble(self.phi, ts.U_conv, ts.U_time, ts.ddt)
+        with T("assemble"):
+            self._relax_momentum()
+            self.momentum.fill()
+        with T("fluxes"):
+            self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
+
+    def _relax_momentum(self) -> None:
+        """Implicit under-relaxation of the momentum equation: none in PISO."""
+
+    def _correct(self) -> SolveInfo:
+        """One pressure correction: H/A, predicted fluxes, the pressure equation, then
+        fluxes and velocity from the new pressure."""
+        with self.timers("assemble"):
+            self._hbya()
+        self.pressure.predict_fluxes(self.HbyA, self.rAU, self._h_fields)
+        self._flux_memory()
+        info = self.pressure.solve(self.rAU)
+        self._update()
+        return info
+
+    def _hbya(self) -> None:
+        self.momentum.h_by_a(self.HbyA, self.rAU)
+
+    def _flux_memory(self) -> None:
+        """A correction of the predicted fluxes from the previous ones: none in PISO."""
+
+    def _update(self) -> None:
+        self.pressure.correct(self.U, self.HbyA, self.rAU, self.momentum.u_fields)

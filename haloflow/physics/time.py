@@ -1,0 +1,84 @@
+"""Time schemes: what the momentum equation's time term and explicit convection see.
+
+The momentum kernels know one time term, ``V (U - U_time) / ddt``, and evaluate the explicit
+parts of convection at ``U_conv``; a scheme sets the three before each step and keeps the
+old time levels.  Implicit Euler: ``ddt = dt``, ``U_time = U_conv = U^n``.  BDF2
+``(3 U - 4 U^n + U^(n-1)) / (2 dt)`` is Euler's kernel with ``ddt = 2 dt / 3`` and
+``(4 U^n - U^(n-1)) / 3`` in place of ``U^n``, so no kernel knows the scheme.  A steady
+iteration has no time term at all (``ddt`` infinite) and ``dt = 1`` counts iterations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True)
+def extrapolate(a, b, out):
+    """``2 a - b`` (flat arrays): the linear extrapolation to the new time level."""
+    for i in range(len(a)):
+        out[i] = 2.0 * a[i] - b[i]
+
+
+@nb.njit(cache=True)
+def bdf2_history(U, Uold, out):
+    """``(4 U^n - U^(n-1)) / 3``: the old-time part of the BDF2 time term."""
+    for d in range(U.shape[0]):
+        for c in range(U.shape[1]):
+            out[d, c] = (4.0 * U[d, c] - Uold[d, c]) / 3.0
+
+
+class Euler:
+    """Implicit Euler: the time term and the explicit convection see ``U^n``."""
+
+    def __init__(self, dt: float, U: np.ndarray):
+        self.dt = self.ddt = dt
+        self.U_old = np.zeros_like(U)  # U^n during a step
+        self.U_time = self.U_old
+        self.U_conv = U
+
+    def begin_step(self, U: np.ndarray) -> None:
+        """Keep ``U^n`` before the step overwrites ``U``."""
+        self.U_old[:, :] = U
+
+
+class Steady(Euler):
+    """Steady iterations: no time term; ``dt = 1``, so ``time`` counts iterations."""
+
+    def __init__(self, U: np.ndarray):
+        super().__init__(1.0, U)
+        self.ddt = math.inf
+
+
+class BDF2(Euler):
+    """Second-order backward differences; the first step, without ``U^(n-1)``, is Euler's.
+
+    The explicit parts of convection (the deferred correction to linear or linear-upwind)
+    are taken at the extrapolated velocity ``2 U^n - U^(n-1)``, which keeps them second
+    order; the convecting flux stays the old one (extrapolating it as well damps vortex
+    shedding: c_L,max 0.84 instead of 1.05 on the 64-cell cylinder)."""
+
+    def __init__(self, dt: float, U: np.ndarray):
+        super().__init__(dt, U)
+        self.U_old2 = np.zeros_like(U)  # U^(n-1)
+        self.U_time = np.zeros_like(U)
+        self.U_conv = np.zeros_like(U)
+        self.started = False
+
+    def begin_step(self, U: np.ndarray) -> None:
+        self.U_old2[:, :] = self.U_old
+        if self.started:
+            self.ddt = 2.0 * self.dt / 3.0
+            bdf2_history(U, self.U_old2, self.U_time)
+            extrapolate(U.reshape(-1), self.U_old2.reshape(-1), self.U_conv.reshape(-1))
+        else:
+            self.U_time[:, :] = U
+            self.U_conv[:, :] = U
+            self.started = True
+        self.U_old[:, :] = U
+
+
+TIME_SCHEMES = {"euler": Euler, "backward": BDF2}
