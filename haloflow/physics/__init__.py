@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 
+SOLVERS = {"piso": ".incompressible", "simple": ".simple"}
+
 _EXPORTS = {
     "make_solver": ".incompressible",
     "solver_from_case": ".incompressible",

@@ -46,7 +46,7 @@ def test_values_at_face_centres(tmp_path):
 
 
 def test_channel_from_a_table_inlet_is_poiseuille(tmp_path):
-    from haloflow.io.channel import max_relative_error
+    from haloflow.post.channel import max_relative_error
 
     parabola_csv(tmp_path / "inlet.csv")
     case = table_case(tmp_path, extra=["solver.residual_tol=1e-6"])
