@@ -9,6 +9,7 @@ override), the dotted key and what was expected, so a user can fix it without a 
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 import tomllib
@@ -18,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["Case", "CaseError", "builtin_cases", "load_case"]
+__all__ = ["Case", "CaseError", "KeyProblem", "builtin_cases", "load_case"]
 
 CASES_DIR = Path(__file__).parent / "cases"
 
@@ -37,15 +38,16 @@ class _Invalid(Exception):
     """A checker's verdict: the value is not of the kind the key expects."""
 
 
-class _Problem(Exception):
-    """A problem at a dotted key, raised before we know if the file or an override caused it."""
+class KeyProblem(Exception):
+    """A problem at a dotted key, raised before we know if the file or an override caused it
+    (also by the post-processors' ``validate``)."""
 
     def __init__(self, path: Sequence[str], message: str, also: Sequence[Sequence[str]] = ()):
         super().__init__(message)
         self.paths = [tuple(path), *map(tuple, also)]  # keys whose values may be to blame
 
 
-# -- writing TOML ------------------------------------------------------------------------------
+# -- values in messages ------------------------------------------------------------------------
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
             "\r": "\\r"}
@@ -65,13 +67,13 @@ def _key(k: str) -> str:
 
 
 def _fmt(v) -> str:
-    """``v`` as a TOML value; floats via repr, so they read back bit for bit."""
+    """``v`` in TOML syntax on one line, as a message quotes it."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        return repr(v)  # 'inf' and 'nan' are TOML too
+        return repr(v)
     if isinstance(v, str):
         return _string(v)
     if isinstance(v, list | tuple):
@@ -87,25 +89,6 @@ def _shown(v, limit: int = 60) -> str:
     """A value as quoted in an error message: TOML syntax, one line, not too long."""
     s = _fmt(v)
     return s if len(s) <= limit else s[: limit - 3] + "..."
-
-
-def _dump(data: dict) -> str:
-    """Nested dicts as TOML: a table's plain keys under its header, then its sub-tables."""
-    lines = []
-
-    def table(d: dict, path: tuple[str, ...]):
-        plain = {k: v for k, v in d.items() if not isinstance(v, dict)}
-        subs = {k: v for k, v in d.items() if isinstance(v, dict)}
-        if path and (plain or not subs):
-            lines.append(f"[{'.'.join(_key(k) for k in path)}]")
-        lines.extend(f"{_key(k)} = {_fmt(v)}" for k, v in plain.items())
-        if plain or (path and not subs):
-            lines.append("")
-        for k, v in subs.items():
-            table(v, path + (k,))
-
-    table(data, ())
-    return "\n".join(lines)
 
 
 # -- value kinds -------------------------------------------------------------------------------
@@ -231,80 +214,95 @@ _MESH_TYPE = _Key(_choice("box", "step", "cylinder", "file"), "box")
 # patch pairs joined by a translation (haloflow.mesh.periodic); any mesh type takes it
 _PERIODIC = _Key(_pairs(), ())
 
-_SCHEMA: dict[str, Any] = {
-    "mesh": {  # a box; mesh.type = "file" has the keys of _MESH_FILE instead
-        "type": _MESH_TYPE,
-        "cells": _Key(_vector(_integer(1), "positive integers")),
-        "lengths": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
-        "origin": _Key(_XYZ, (0.0, 0.0, 0.0)),
-        "grading": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
-        "periodic": _PERIODIC,
-    },
-    "initial": {  # the velocity and pressure at t = 0
-        "type": _Key(_choice("rest", "uniform", "taylor_green"), "rest"),
-        "U": _Key(_XYZ, (0.0, 0.0, 0.0)),  # uniform only
-        "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green only: peak speed at t = 0
-    },
-    "physics": {
-        "model": _Key(_choice("incompressible"), "incompressible"),
-        "nu": _Key(_POSITIVE),
-    },
-    "boundary": None,  # one table per mesh patch: see _boundary
-    "solver": {
-        "dt": _Key(_POSITIVE),
-        "end_time": _Key(_POSITIVE),
-        "steady_tol": _Key(_number(0), 1e-5),
-        "n_correctors": _Key(_integer(1), 2),
-        "time_scheme": _Key(_choice("euler", "backward"), "euler"),  # PISO: backward = BDF2
-        "convection": _Key(_choice("upwind", "linear", "linear-upwind"), "linear"),
-        "max_steps": _Key(_integer(0), 0),
-        "algorithm": _Key(_choice("piso", "simple"), "piso"),
-        "gradient": _Key(_choice("gauss", "least-squares"), "gauss"),
-        "laplacian": _Key(_choice("corrected", "uncorrected"), "corrected"),
-        "n_nonorth_correctors": _Key(_integer(0), 0),
-        "residual_tol": _Key(_number(0), 1e-5),  # SIMPLE
-        "max_iterations": _Key(_integer(1), 5000),  # SIMPLE
-        "consistent": _Key(_boolean(), False),  # SIMPLEC
-        "relaxation": {  # SIMPLE
-            "U": _Key(_FRACTION, 0.7),
-            "p": _Key(_FRACTION, 0.3),
+_SECTIONS = ("mesh", "initial", "physics", "boundary", "solver", "parallel", "output",
+             "postprocess")
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    """Keys, kinds and defaults of every section.  The names of halo strategies, solver
+    algorithms and post-processors come from their registries, read on first use."""
+    from .parallel.halo import STRATEGIES
+    from .physics import SOLVERS
+
+    return {
+        "mesh": {  # a box; mesh.type = "file" has the keys of _MESH_FILE instead
+            "type": _MESH_TYPE,
+            "cells": _Key(_vector(_integer(1), "positive integers")),
+            "lengths": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
+            "origin": _Key(_XYZ, (0.0, 0.0, 0.0)),
+            "grading": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
+            "periodic": _PERIODIC,
         },
-        "pressure": {
-            "method": _Key(_choice("amg-cg", "cg-jacobi"), "amg-cg"),
-            "tol": _Key(_POSITIVE, 1e-8),
-            "rel_tol": _Key(_number(0), 0.0),  # stop at rel_tol x the initial residual
-            "max_iter": _Key(_integer(1), 5000),
+        "initial": {  # the velocity and pressure at t = 0
+            "type": _Key(_choice("rest", "uniform", "taylor_green"), "rest"),
+            "U": _Key(_XYZ, (0.0, 0.0, 0.0)),  # uniform only
+            "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green only: peak speed at t = 0
         },
-        "momentum": {
-            "method": _Key(_choice("bicgstab-jacobi", "bicgstab-sgs"), "bicgstab-jacobi"),
-            "tol": _Key(_POSITIVE, 1e-8),
-            "rel_tol": _Key(_number(0), 0.0),
-            "max_iter": _Key(_integer(1), 1000),
+        "physics": {
+            "model": _Key(_choice("incompressible"), "incompressible"),
+            "nu": _Key(_POSITIVE),
         },
-    },
-    "parallel": {
-        "decomposition": _Key(_choice("metis", "rcb", "simple"), "metis"),
-        "halo": _Key(_choice("perfield", "packed", "aggregated", "neighbor", "overlap"),
-                     "aggregated"),
-        "staging": _Key(_choice("host", "device"), "host"),
-        "threads": _Key(_integer(1), 1),
-    },
-    "output": {
-        "fields": _Key(_boolean(), True),
-        "plots": _Key(_boolean(), True),
-        "log_every": _Key(_integer(1), 20),
-    },
-    "postprocess": {
-        "cavity": _Key(_boolean(), False),
-        "lid_speed": _Key(_POSITIVE, 1.0),
-        "channel": _Key(_boolean(), False),
-        "channel_x": _Key(_FRACTION, 0.9),  # where the profile is taken, fraction of length
-        "backward_step": _Key(_boolean(), False),  # reattachment length on a step mesh
-        "taylor_green": _Key(_boolean(), False),  # errors against the decaying vortices
-        "cylinder": _Key(_boolean(), False),  # DFG benchmark: forces, dp, L_a, St
-    },
-}
-_SECTIONS = tuple(_SCHEMA)
+        "boundary": None,  # one table per mesh patch: see _boundary
+        "solver": {
+            "dt": _Key(_POSITIVE),
+            "end_time": _Key(_POSITIVE),
+            "steady_tol": _Key(_number(0), 1e-5),
+            "n_correctors": _Key(_integer(1), 2),
+            "time_scheme": _Key(_choice("euler", "backward"), "euler"),  # PISO: backward = BDF2
+            "convection": _Key(_choice("upwind", "linear", "linear-upwind"), "linear"),
+            "max_steps": _Key(_integer(0), 0),
+            "algorithm": _Key(_choice(*SOLVERS), "piso"),
+            "gradient": _Key(_choice("gauss", "least-squares"), "gauss"),
+            "laplacian": _Key(_choice("corrected", "uncorrected"), "corrected"),
+            "n_nonorth_correctors": _Key(_integer(0), 0),
+            "residual_tol": _Key(_number(0), 1e-5),  # SIMPLE
+            "max_iterations": _Key(_integer(1), 5000),  # SIMPLE
+            "consistent": _Key(_boolean(), False),  # SIMPLEC
+            "relaxation": {  # SIMPLE
+                "U": _Key(_FRACTION, 0.7),
+                "p": _Key(_FRACTION, 0.3),
+            },
+            "pressure": {
+                "method": _Key(_choice("amg-cg", "cg-jacobi"), "amg-cg"),
+                "tol": _Key(_POSITIVE, 1e-8),
+                "rel_tol": _Key(_number(0), 0.0),  # stop at rel_tol x the initial residual
+                "max_iter": _Key(_integer(1), 5000),
+            },
+            "momentum": {
+                "method": _Key(_choice("bicgstab-jacobi", "bicgstab-sgs"), "bicgstab-jacobi"),
+                "tol": _Key(_POSITIVE, 1e-8),
+                "rel_tol": _Key(_number(0), 0.0),
+                "max_iter": _Key(_integer(1), 1000),
+            },
+        },
+        "parallel": {
+            "decomposition": _Key(_choice("metis", "rcb", "simple"), "metis"),
+            "halo": _Key(_choice(*STRATEGIES), "aggregated"),
+            "staging": _Key(_choice("host", "device"), "host"),
+            "threads": _Key(_integer(1), 1),
+        },
+        "output": {
+            "fields": _Key(_boolean(), True),
+            "plots": _Key(_boolean(), True),
+            "log_every": _Key(_integer(1), 20),
+        },
+        "postprocess": _postprocess(),
+    }
+
+
+def _postprocess() -> dict[str, _Key]:
+    """Each registered post-processor's switch, then its settings (haloflow.post)."""
+    from .post import POSTPROCESSORS, SETTINGS
+
+    kinds = {"positive": _POSITIVE, "fraction": _FRACTION}
+    out = {}
+    for name in POSTPROCESSORS:
+        out[name] = _Key(_boolean(), False)
+        out |= {k: _Key(kinds[kind], default) for k, (kind, default) in
+                SETTINGS.get(name, {}).items()}
+    return out
+
 
 # A mesh read from a file (OpenFOAM polyMesh, Gmsh .msh): its patches come from the file.
 _MESH_FILE = {
@@ -338,10 +336,20 @@ _MESH_CYLINDER = {
     "periodic": _PERIODIC,
 }
 
+
+@functools.cache
+def _patch_schema() -> tuple[_Key, dict[str, _Kind]]:
+    """A patch table's ``type`` key and the kinds of the values a patch may take; patch
+    types and inlet profiles come from the boundary conditions' registry."""
+    from .physics.patches import INLET_PROFILES as PROFILES
+    from .physics.patches import PATCH_TYPES
+
+    return _Key(_choice(*PATCH_TYPES)), {
+        "U": _XYZ, "p": _REAL, "profile": _choice(*PROFILES),
+        "table": _text("a path to a CSV profile table (header e.g. 'y,Ux,Uy,Uz')")}
+
+
 # A patch table: `type` picks which of U, p and profile it takes, and their defaults.
-_PATCH_TYPE = _Key(_choice("wall", "inlet", "outlet", "symmetry", "slip", "empty"))
-_PATCH_VALUES = {"U": _XYZ, "p": _REAL, "profile": _choice("uniform", "parabolic", "table"),
-                 "table": _text("a path to a CSV profile table (header e.g. 'y,Ux,Uy,Uz')")}
 _PATCH_TAKES = {
     "wall": {"U": (0.0, 0.0, 0.0)},  # wall velocity: a moving lid, say
     "inlet": {"U": _REQUIRED, "profile": "uniform"},  # U: the mean velocity
@@ -382,9 +390,12 @@ class Case:
         return {s: _plain(getattr(self, s)) for s in _SECTIONS}
 
     def to_toml(self) -> str:
-        """The resolved case as a TOML file that :func:`load_case` reads back unchanged."""
+        """The resolved case as a TOML file that :func:`load_case` reads back unchanged
+        (floats written with repr: bit for bit)."""
+        import tomli_w
+
         header = f"# haloflow case {_string(self.name)}, all defaults resolved\n\n"
-        return header + _dump(self.to_dict())
+        return header + tomli_w.dumps(self.to_dict())
 
 
 def _plain(v):
@@ -418,7 +429,7 @@ def load_case(source: str | Path, overrides: Iterable[str] = ()) -> Case:
     by_override = frozenset(tuple(keys) for keys, _ in applied)
     try:
         parts = _resolve(raw, path.parent, by_override)
-    except _Problem as p:
+    except KeyProblem as p:
         raise CaseError(f"{_blame(p.paths, applied, label)}: {p}") from None
     return Case(**parts, name=path.stem, source=path)
 
@@ -515,73 +526,24 @@ def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict
         elif section == "solver":
             out[section] = _solver(raw.get(section, {}))
         else:
-            out[section] = _table(raw.get(section, {}), _SCHEMA[section], (section,))
-    if out["mesh"].type != "box" and out["postprocess"].cavity:
-        raise _Problem(("postprocess", "cavity"), 'postprocess.cavity: needs mesh.type = "box" '
-                       "(the profiles are taken on the box's centrelines)",
-                       also=[("mesh", "type")])
-    if out["postprocess"].channel:
-        _channel(out)
-    if out["postprocess"].backward_step:
-        _backward_step(out)
-    if out["postprocess"].cylinder:
-        _cylinder(out)
-    _initial(out)
+            out[section] = _table(raw.get(section, {}), _schema()[section], (section,))
+    from .post import enabled
+
+    case = SimpleNamespace(**out)
+    for post in enabled(case):
+        post.validate(case)
+    _initial(case)
     return out
 
 
-def _initial(out: dict):
-    """Taylor-Green vortices fill a square box; their post-processing needs them at t = 0."""
-    init, mesh = out["initial"], out["mesh"]
-    where = ("initial", "type")
+def _initial(case):
+    """Taylor-Green vortices fill a square box: one period each way."""
+    init, mesh = case.initial, case.mesh
     if init.type == "taylor_green" and (mesh.type != "box"
                                         or mesh.lengths[0] != mesh.lengths[1]):
-        raise _Problem(where, 'initial.type: "taylor_green" needs mesh.type = "box" with '
-                       "lengths[0] = lengths[1] (one period of the vortices each way)",
-                       also=[("mesh", "lengths")])
-    if out["postprocess"].taylor_green and init.type != "taylor_green":
-        raise _Problem(("postprocess", "taylor_green"), "postprocess.taylor_green: needs "
-                       'initial.type = "taylor_green" (the errors are against those vortices)',
-                       also=[where])
-
-
-def _channel(out: dict):
-    """The channel post-processing takes a box with one inlet (its U: the mean velocity)."""
-    where = ("postprocess", "channel")
-    if out["mesh"].type != "box":
-        raise _Problem(where, 'postprocess.channel: needs mesh.type = "box" (the profile is a '
-                       "column of the box's cells)", also=[("mesh", "type")])
-    inlets = [k for k, b in out["boundary"].items() if b.type == "inlet"]
-    if len(inlets) != 1:
-        raise _Problem(where, f"postprocess.channel: needs exactly one inlet patch (its U is "
-                       f"the mean velocity), found {len(inlets)}",
-                       also=[("boundary",)])
-
-
-def _backward_step(out: dict):
-    """The reattachment length needs the step mesh and its inlet's U (the mean velocity)."""
-    where = ("postprocess", "backward_step")
-    if out["mesh"].type != "step":
-        raise _Problem(where, 'postprocess.backward_step: needs mesh.type = "step" (the wall '
-                       "shear is read from the first cell row above the lower wall)",
-                       also=[("mesh", "type")])
-    if out["boundary"]["inlet"].type != "inlet":
-        raise _Problem(where, "postprocess.backward_step: needs boundary.inlet.type = "
-                       '"inlet" (its U is the mean velocity of the Reynolds number)',
-                       also=[("boundary", "inlet", "type")])
-
-
-def _cylinder(out: dict):
-    """The DFG coefficients need the cylinder mesh and its inlet's U (the mean velocity)."""
-    where = ("postprocess", "cylinder")
-    if out["mesh"].type != "cylinder":
-        raise _Problem(where, 'postprocess.cylinder: needs mesh.type = "cylinder" (forces on '
-                       "its cylinder patch, pressures at the benchmark's points)",
-                       also=[("mesh", "type")])
-    if out["boundary"]["inlet"].type != "inlet":
-        raise _Problem(where, "postprocess.cylinder: needs boundary.inlet.type = "
-                       '"inlet" (its U is the mean velocity of the coefficients)',
-                       also=[("boundary", "inlet", "type")])
+        raise KeyProblem(("initial", "type"), 'initial.type: "taylor_green" needs mesh.type = '
+                         '"box" with lengths[0] = lengths[1] (one period of the vortices each '
+                         "way)", also=[("mesh", "lengths")])
 
 
 def _dotted(path: Sequence[str]) -> str:
@@ -597,12 +559,12 @@ def _known(raw: dict, allowed: Sequence[str], path: tuple[str, ...]):
             close = difflib.get_close_matches(k, allowed, n=1)
             if close:
                 msg += f"; did you mean '{close[0]}'?"
-            raise _Problem(path + (k,), msg)
+            raise KeyProblem(path + (k,), msg)
 
 
 def _is_table(raw, path: tuple[str, ...]):
     if not isinstance(raw, dict):
-        raise _Problem(path, f"{_dotted(path)}: expected a table, got {_shown(raw)}")
+        raise KeyProblem(path, f"{_dotted(path)}: expected a table, got {_shown(raw)}")
 
 
 def _table(raw, schema: dict, path: tuple[str, ...]) -> SimpleNamespace:
@@ -621,16 +583,16 @@ def _value(raw: dict, k: str, key: _Key, path: tuple[str, ...]):
     where = path + (k,)
     if k not in raw:
         if key.default is _REQUIRED:
-            raise _Problem(where, f"{_dotted(where)}: required key missing "
-                                  f"(expected {key.kind.what})")
+            raise KeyProblem(where, f"{_dotted(where)}: required key missing "
+                                    f"(expected {key.kind.what})")
         if key.default is None:  # optional, no default
             return None
         return key.kind.check(key.default)
     try:
         return key.kind.check(raw[k])
     except _Invalid:
-        raise _Problem(where, f"{_dotted(where)}: expected {key.kind.what}, "
-                              f"got {_shown(raw[k])}") from None
+        raise KeyProblem(where, f"{_dotted(where)}: expected {key.kind.what}, "
+                                f"got {_shown(raw[k])}") from None
 
 
 def _mesh(raw, base: Path) -> SimpleNamespace:
@@ -639,22 +601,22 @@ def _mesh(raw, base: Path) -> SimpleNamespace:
     _is_table(raw, path)
     kind = _value(raw, "type", _MESH_TYPE, path)
     schema = {"file": _MESH_FILE, "step": _MESH_STEP, "cylinder": _MESH_CYLINDER}.get(
-        kind, _SCHEMA["mesh"])
+        kind, _schema()["mesh"])
     for k in raw:
-        if k not in schema and k in {**_SCHEMA["mesh"], **_MESH_FILE, **_MESH_STEP,
+        if k not in schema and k in {**_schema()["mesh"], **_MESH_FILE, **_MESH_STEP,
                                          **_MESH_CYLINDER}:
-            raise _Problem(path + (k,), f"mesh.{k}: not a key of a mesh of type {_fmt(kind)} "
-                                        f"(its keys are: {', '.join(schema)})",
-                           also=[path + ("type",)])
+            raise KeyProblem(path + (k,), f"mesh.{k}: not a key of a mesh of type {_fmt(kind)} "
+                                          f"(its keys are: {', '.join(schema)})",
+                             also=[path + ("type",)])
     out = _table(raw, schema, path)
     if kind == "cylinder" and out.cells_around % 4:
-        raise _Problem(path + ("cells_around",), "mesh.cells_around: expected a multiple of 4 "
-                       f"(one O-grid block per quarter of the cylinder), got {out.cells_around}")
+        raise KeyProblem(path + ("cells_around",), "mesh.cells_around: expected a multiple of 4 "
+                         f"(one O-grid block per quarter of the cylinder), got {out.cells_around}")
     if kind == "file":
         where = (base / Path(out.file).expanduser()).resolve()
         if not where.exists():
-            raise _Problem(path + ("file",), f"mesh.file: no such file or directory "
-                                             f"{_shown(out.file)} (looked for {where})")
+            raise KeyProblem(path + ("file",), f"mesh.file: no such file or directory "
+                                               f"{_shown(out.file)} (looked for {where})")
         out.file = str(where)
     return out
 
@@ -664,7 +626,7 @@ def _solver(raw) -> SimpleNamespace:
     (and unused)."""
     path = ("solver",)
     _is_table(raw, path)
-    schema = _SCHEMA["solver"]
+    schema = _schema()["solver"]
     _known(raw, list(schema), path)  # a typo explains more than a bad algorithm
     algorithm = _value(raw, "algorithm", schema["algorithm"], path)
     if algorithm == "simple":
@@ -672,9 +634,9 @@ def _solver(raw) -> SimpleNamespace:
                   for k, v in schema.items()}
     out = _table(raw, schema, path)
     if out.consistent and out.relaxation.U == 1.0:
-        raise _Problem(path + ("relaxation", "U"), "solver.relaxation.U: must be below 1 with "
-                       "consistent = true (SIMPLEC divides by A - sum|a_nb|, which vanishes "
-                       "without relaxation)", also=[path + ("consistent",)])
+        raise KeyProblem(path + ("relaxation", "U"), "solver.relaxation.U: must be below 1 with "
+                         "consistent = true (SIMPLEC divides by A - sum|a_nb|, which vanishes "
+                         "without relaxation)", also=[path + ("consistent",)])
     return out
 
 
@@ -687,11 +649,11 @@ def _patches(mesh: SimpleNamespace) -> tuple[str, ...]:
     for pair in mesh.periodic:
         for name in pair:
             if name not in names:
-                raise _Problem(where, f"mesh.periodic: the mesh has no patch '{name}' (its "
-                                      f"patches are: {', '.join(names)})")
+                raise KeyProblem(where, f"mesh.periodic: the mesh has no patch '{name}' (its "
+                                        f"patches are: {', '.join(names)})")
             if name in seen:
-                raise _Problem(where, f"mesh.periodic: patch '{name}' is in more than one "
-                                      "pair")
+                raise KeyProblem(where, f"mesh.periodic: patch '{name}' is in more than one "
+                                        "pair")
             seen.append(name)
     return tuple(n for n in names if n not in seen)
 
@@ -708,7 +670,7 @@ def _mesh_patches(mesh: SimpleNamespace) -> tuple[str, ...]:
     try:
         return tuple(patch_names(mesh.file))
     except MeshError as e:
-        raise _Problem(("mesh", "file"), f"mesh.file: {e}") from None
+        raise KeyProblem(("mesh", "file"), f"mesh.file: {e}") from None
 
 
 def _boundary(raw, mesh: SimpleNamespace, base_of=lambda keys: Path(".")
@@ -719,51 +681,52 @@ def _boundary(raw, mesh: SimpleNamespace, base_of=lambda keys: Path(".")
     periodic = {n for pair in mesh.periodic for n in pair}
     for name in raw:
         if name in periodic:
-            raise _Problem(path + (name,), f"boundary.{name}: patch '{name}' is periodic "
-                                           "(mesh.periodic) and takes no boundary conditions; "
-                                           f"remove [boundary.{name}]",
-                           also=[("mesh", "periodic")])
+            raise KeyProblem(path + (name,), f"boundary.{name}: patch '{name}' is periodic "
+                                             "(mesh.periodic) and takes no boundary conditions; "
+                                             f"remove [boundary.{name}]",
+                             also=[("mesh", "periodic")])
         if name not in patches:
-            raise _Problem(path + (name,), f"boundary.{name}: the mesh has no patch '{name}' "
-                                           f"(its patches are: {', '.join(patches)})")
+            raise KeyProblem(path + (name,), f"boundary.{name}: the mesh has no patch '{name}' "
+                                             f"(its patches are: {', '.join(patches)})")
     out = {}
     for name in patches:
         if name not in raw:
-            raise _Problem(path + (name,), f"boundary.{name}: patch '{name}' of the mesh has no "
-                                           f"boundary conditions (add [boundary.{name}] "
-                                           f"with type = ...)")
+            raise KeyProblem(path + (name,), f"boundary.{name}: patch '{name}' of the mesh has no "
+                                             f"boundary conditions (add [boundary.{name}] "
+                                             f"with type = ...)")
         out[name] = _patch(raw[name], path + (name,), base_of(path + (name, "table")))
     return out
 
 
 def _patch(raw, path: tuple[str, ...], base: Path = Path(".")) -> SimpleNamespace:
     _is_table(raw, path)
-    _known(raw, ["type", *_PATCH_VALUES], path)
-    kind = _value(raw, "type", _PATCH_TYPE, path)
+    type_key, values = _patch_schema()
+    _known(raw, ["type", *values], path)
+    kind = _value(raw, "type", type_key, path)
     takes = _PATCH_TAKES[kind]
     if kind == "inlet" and raw.get("profile") == "table":
         takes = _INLET_TABLE_TAKES
         if "U" in raw:
-            raise _Problem(path + ("U",), f"{_dotted(path + ('U',))}: not used with profile = "
-                           '"table" (the table gives the velocity); remove it',
-                           also=[path + ("profile",)])
+            raise KeyProblem(path + ("U",), f"{_dotted(path + ('U',))}: not used with profile = "
+                             '"table" (the table gives the velocity); remove it',
+                             also=[path + ("profile",)])
     elif "table" in raw and kind == "inlet":
-        raise _Problem(path + ("table",), f"{_dotted(path + ('table',))}: needs profile = "
-                       '"table"', also=[path + ("profile",)])
+        raise KeyProblem(path + ("table",), f"{_dotted(path + ('table',))}: needs profile = "
+                         '"table"', also=[path + ("profile",)])
     out = {"type": kind}
-    for k, value_kind in _PATCH_VALUES.items():
+    for k, value_kind in values.items():
         where = path + (k,)
         if k in takes:
             try:
                 out[k] = _value(raw, k, _Key(value_kind, takes[k]), path)
-            except _Problem as p:  # a missing inlet U may be due to a changed type
-                raise _Problem(where, str(p), also=[path + ("type",)]) from None
+            except KeyProblem as p:  # a missing inlet U may be due to a changed type
+                raise KeyProblem(where, str(p), also=[path + ("type",)]) from None
         elif k in raw:
             who = " and ".join(t for t, ks in _PATCH_TAKES.items() if k in ks) or \
                 'inlet (with profile = "table")'
-            raise _Problem(where, f"{_dotted(where)}: not allowed for a patch of type "
-                                  f"{_fmt(kind)} (only {who} patches take {k})",
-                           also=[path + ("type",)])
+            raise KeyProblem(where, f"{_dotted(where)}: not allowed for a patch of type "
+                                    f"{_fmt(kind)} (only {who} patches take {k})",
+                             also=[path + ("type",)])
         else:
             out[k] = None
     if out.get("table") is not None:
@@ -779,5 +742,5 @@ def _profile_table(name: str, where: tuple[str, ...], base: Path) -> str:
     try:
         read_table(p)
     except TableError as e:
-        raise _Problem(where, f"{_dotted(where)}: {e}") from None
+        raise KeyProblem(where, f"{_dotted(where)}: {e}") from None
     return str(p)

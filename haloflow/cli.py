@@ -88,16 +88,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _default_outdir(name: str) -> Path:
-    base = Path("runs") / name
-    k = 1
-    out = base
-    while out.exists() and (not out.is_dir() or any(out.iterdir())):
-        k += 1
-        out = base.with_name(f"{name}-{k}")
-    return out
-
-
 def cmd_run(args) -> int:
     from .case import CaseError, load_case
     from .mpiutil import UserError, fail_fast, get_comm
@@ -117,9 +107,11 @@ def cmd_run(args) -> int:
             raise UserError(f"--threads {threads}: expected at least 1")
         outdir = args.outdir
         if outdir is None:
-            outdir = comm.bcast(_default_outdir(case.name) if comm.rank == 0 else None, root=0)
+            from .run.outdir import default_outdir
 
-        from .runner import run_case
+            outdir = comm.bcast(default_outdir(case.name) if comm.rank == 0 else None, root=0)
+
+        from .run import run_case
 
         run_case(case, outdir, comm, threads=threads, force=args.force, quiet=args.quiet)
     return 0

@@ -15,7 +15,7 @@ def warm() -> None:
 
     from .case import load_case
     from .parallel import halo
-    from .runner import run_case
+    from .run import run_case
 
     halo.warm()
     small = [  # AMG with a K-cycle level; overlapped SpMVs; PISO, BDF2 and SIMPLE; inlets,

@@ -267,11 +267,9 @@ def _spmv_table(rows) -> str:
 
 
 def _chart(path: Path, rows, spmv, title: str) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from ..io.figure import figure, save
 
-    fig = Figure(figsize=(10.0 if spmv else 7.0, 4.5), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = figure(10.0 if spmv else 7.0, 4.5)
     axes = fig.subplots(1, 2 if spmv else 1, squeeze=False)[0]
     ax = axes[0]
     names = list(dict.fromkeys(r["strategy"] for r in rows))
@@ -294,17 +292,15 @@ def _chart(path: Path, rows, spmv, title: str) -> None:
         ax.set(ylabel="µs per SpMV (median)", title="SpMV, exchange included")
         ax.tick_params(axis="x", rotation=20)
         ax.grid(axis="y", alpha=0.3)
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def run(args, comm) -> dict:
     import numba
 
     from ..case import load_case
-    from ..mesh import from_case
     from ..mpiutil import UserError
-    from ..parallel.decompose import decompose
-    from ..parallel.local import distribute
+    from ..run.setup import local_mesh
 
     names, counts = _strategies(args.strategies), _ints(args.fields, "fields")
     for v, what in ((args.repeat, "--repeat"), (args.threads, "--threads")):
@@ -314,12 +310,7 @@ def run(args, comm) -> dict:
         raise UserError(f"--warmup {args.warmup}: expected an integer >= 0")
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     case = load_case(args.case, args.overrides)
-    mesh = parts = None
-    if comm.rank == 0:
-        mesh = from_case(case.mesh)
-        parts = decompose(mesh, comm.size, case.parallel.decomposition)
-    lm = distribute(mesh, parts, comm)
-    del mesh
+    lm = local_mesh(case, comm)
     rows = []
     for m in counts:
         rows += _bench_fields(names, m, lm, comm, args)

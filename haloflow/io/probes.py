@@ -8,7 +8,6 @@ profiles reach the walls with the boundary values instead of extrapolating to th
 from __future__ import annotations
 
 import numpy as np
-from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
 
 
 def sample_2d(points_xy, centres_xy, values, boundary_xy=None, boundary_values=None):
@@ -18,6 +17,8 @@ def sample_2d(points_xy, centres_xy, values, boundary_xy=None, boundary_values=N
     non-``empty`` patches, which lie on the walls) add nodes.  Points outside the nodes'
     convex hull take the nearest node's value.
     """
+    from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
+
     xy = np.asarray(centres_xy, dtype=np.float64)[:, :2]
     v = np.asarray(values, dtype=np.float64)
     if boundary_xy is not None and len(boundary_xy):
@@ -39,23 +40,25 @@ def line(start, end, n):
     return (1.0 - t) * np.asarray(start, float) + t * np.asarray(end, float)
 
 
-def gather_rows(comm, local_rows, root=0):
-    """Concatenate every rank's rows (axis 0) on ``root``; None elsewhere."""
-    parts = comm.gather(np.asarray(local_rows), root=root)
-    return np.concatenate(parts) if comm.rank == root else None
+def gather_rows(red, local_rows, root=0):
+    """Concatenate every rank's rows (axis 0) on ``root``; None elsewhere.  ``red``: the
+    run's :class:`~haloflow.parallel.reduce.Reducer` (or anything with its ``gather`` and
+    ``rank``)."""
+    parts = red.gather(np.asarray(local_rows), root=root)
+    return np.concatenate(parts) if red.rank == root else None
 
 
-def gather_cells(lmesh, comm, *arrays, root=0):
+def gather_cells(lmesh, red, *arrays, root=0):
     """Owned-cell arrays from all ranks, ordered by global cell id, on ``root``.
 
     Returns a list with one entry per array: the global array on ``root``, None elsewhere
-    (so ``u, p = gather_cells(lm, comm, u, p)`` works on every rank).
+    (so ``u, p = gather_cells(lm, red, u, p)`` works on every rank).
     """
     n = lmesh.n_owned
-    ids = gather_rows(comm, np.asarray(lmesh.global_cells[:n]), root)
+    ids = gather_rows(red, np.asarray(lmesh.global_cells[:n]), root)
     out = []
     for a in arrays:
-        rows = gather_rows(comm, np.asarray(a)[:n], root)
+        rows = gather_rows(red, np.asarray(a)[:n], root)
         if rows is not None:
             full = np.empty((lmesh.n_cells_global,) + rows.shape[1:], dtype=rows.dtype)
             full[ids] = rows

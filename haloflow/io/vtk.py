@@ -193,19 +193,23 @@ def cell_data_spec(cell_data):
     return {k: 1 if np.ndim(v) == 1 else np.shape(v)[1] for k, v in cell_data.items()}
 
 
-def write_fields(outdir, name, lmesh, cell_data, comm):
-    """Collective: each rank writes ``fields/<name>_<rank>.vtu``; rank 0 adds ``<name>.pvtu``.
+def write_fields(outdir, name, lmesh, cell_data, red):
+    """Collective: each rank writes ``fields/<name>_<rank>.vtu``; rank 0 adds ``<name>.pvtu``
+    once every piece is written.  ``red``: the run's
+    :class:`~haloflow.parallel.reduce.Reducer` (or anything with its ``rank``, ``size``,
+    ``bcast`` and ``gather``).
 
     Returns the path of the ``.pvtu`` file.
     """
     folder = os.path.join(outdir, "fields")
-    if comm.rank == 0:
+    if red.rank == 0:
         os.makedirs(folder, exist_ok=True)
-    comm.Barrier()
-    write_vtu(os.path.join(folder, f"{name}_{comm.rank}.vtu"), lmesh, cell_data)
+    red.bcast(None)  # the folder exists before any rank writes into it
+    write_vtu(os.path.join(folder, f"{name}_{red.rank}.vtu"), lmesh, cell_data)
+    red.gather(None)  # rank 0 writes the .pvtu once every piece is there
     pvtu = os.path.join(folder, f"{name}.pvtu")
-    if comm.rank == 0:
-        pieces = [f"{name}_{r}.vtu" for r in range(comm.size)]
+    if red.rank == 0:
+        pieces = [f"{name}_{r}.vtu" for r in range(red.size)]
         write_pvtu(pvtu, pieces, cell_data_spec(cell_data))
-    comm.Barrier()
+    red.bcast(None)  # and every rank returns once it is written
     return pvtu

@@ -170,18 +170,17 @@ def table(s: dict) -> list[str]:
 
 
 def plots(outdir: Path, summaries: list[dict], compare: bool, title: str) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+
+    from ..io.figure import figure, save
 
     metrics = [("step_s", "time per step [s]", True), ("speedup", "speedup", True),
                ("efficiency", "parallel efficiency", False)]
     groups = [summaries] if compare else [[s] for s in summaries]
     written = []
     for group in groups:
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+        fig = figure(15, 4.5)
+        axes = fig.subplots(1, 3)
         for ax, (key, label, logy) in zip(axes, metrics, strict=True):
             for s in group:
                 r = np.array([row["ranks"] for row in s["rows"]])
@@ -212,11 +211,9 @@ def plots(outdir: Path, summaries: list[dict], compare: bool, title: str) -> lis
         axes[0].legend(fontsize=8)
         name = "compare" if compare else _safe(group[0]["network"])
         fig.suptitle(f"{title}: predicted" + ("" if compare else f" on {group[0]['network']}"))
-        fig.tight_layout()
         path = outdir / "plots" / f"predict-{name}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save(fig, path, dpi=110)
         written.append(path)
     return written
 

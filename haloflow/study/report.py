@@ -3,8 +3,8 @@
 Everything here works from the CSV alone, so a report can be re-made (or made from rows
 written by another tool) without running anything: ``python -m haloflow.study.report DIR``.
 The plotting helpers take plain curves (label -> cores, values) so that ``haloflow predict``
-can draw measured and modelled lines with the same look.  Figures use matplotlib's object
-API on an Agg canvas, as haloflow/io/plots.py does: no display, global backend untouched.
+can draw measured and modelled lines with the same look.  Figures come from
+haloflow.io.figure, matplotlib loaded only when a plot is drawn.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 # Loop phases reported per step (mean over ranks); see docs/profile.md.  "fluxes" was split
 # off "assemble" in profile schema 2 and is empty for runs that do not time it separately.
@@ -86,12 +83,6 @@ def add_speedup(rows: list[dict]) -> None:
 
 # -- plots -------------------------------------------------------------------------------------
 
-def _figure(width: float = 6.4, height: float = 4.6) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
 def _plain(v, _pos=None) -> str:
     return f"{v:g}"
 
@@ -120,7 +111,11 @@ def scaling_png(path: Path, lines: dict, ylabel: str, title: str, cells: int | N
     """Values against cores (log2 axis, ticks at the measured core counts), one line per
     label; ``ideal`` is a (cores, values) reference drawn dashed; with ``cells`` the top axis
     shows cells per core."""
-    fig = _figure()
+    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+
+    from ..io.figure import figure, save
+
+    fig = figure()
     ax = fig.add_subplot()
     for label, (x, y) in lines.items():
         ax.plot(x, y, "o-", ms=4, lw=1.2, label=label)
@@ -154,14 +149,16 @@ def scaling_png(path: Path, lines: dict, ylabel: str, title: str, cells: int | N
     ax.grid(alpha=0.3, which="both")
     if lines:
         ax.legend(fontsize="small")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def phases_png(path: Path, rows: list[dict], title: str) -> None:
     """Seconds per step of each configuration, stacked by phase; 'other' is the rest of the
     slowest rank's step (monitoring, bookkeeping, waiting for slower ranks)."""
+    from ..io.figure import figure, save
+
     good = sorted(ok_rows(rows), key=lambda r: (r["halo"], r["cores"], r["threads"]))
-    fig = _figure(max(6.4, 0.55 * len(good) + 2.5), 4.8)
+    fig = figure(max(6.4, 0.55 * len(good) + 2.5), 4.8)
     ax = fig.add_subplot()
     x = np.arange(len(good))
     bottom = np.zeros(len(good))
@@ -177,7 +174,7 @@ def phases_png(path: Path, rows: list[dict], title: str) -> None:
     ax.grid(axis="y", alpha=0.3)
     if good:
         ax.legend(fontsize="small")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def _single(rows: list[dict], key: str):

@@ -234,9 +234,9 @@ def _plan(args):
                          "this environment or pass --launcher")
     outdir = args.outdir
     if outdir is None:
-        from ..cli import _default_outdir
+        from ..run.outdir import default_outdir
 
-        outdir = _default_outdir(f"scale-{case.name}")
+        outdir = default_outdir(f"scale-{case.name}")
     _check_outdir(outdir)
     return case, configs, notes, outdir
 

@@ -3,8 +3,9 @@
 import tomllib
 
 import pytest
+from tomli_w import dumps as _dump
 
-from haloflow.case import Case, CaseError, _dump, builtin_cases, load_case
+from haloflow.case import Case, CaseError, builtin_cases, load_case
 
 MINIMAL = """\
 [mesh]

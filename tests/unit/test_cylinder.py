@@ -10,12 +10,12 @@ import pytest
 from mpi4py import MPI
 
 from haloflow.case import CaseError, load_case
-from haloflow.io.cylinder import Monitor, periodic, recirculation_length, reference
 from haloflow.mesh import from_case, quality
 from haloflow.mesh.cylinder import CYLINDER_PATCHES, cylinder, spaced
 from haloflow.parallel.local import build_local
 from haloflow.parallel.reduce import Reducer
 from haloflow.physics.bcs import build_boundary
+from haloflow.post.cylinder import Cylinder, periodic, recirculation_length, reference
 
 L, H, R, T = 2.2, 0.41, 0.05, 0.1
 
@@ -133,7 +133,7 @@ def monitor32():
     solver = SimpleNamespace(red=red, bc=build_boundary(lm, case.boundary, red),
                              algorithm="simple", time=0.0, U=np.zeros((3, lm.n_cells)),
                              p=np.zeros(lm.n_cells))
-    return Monitor(lm, case, solver, comm), solver, lm
+    return Cylinder(lm, case, solver, solver.red), solver, lm
 
 
 def forces(mon, solver, p, U=None):

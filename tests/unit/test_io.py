@@ -12,6 +12,7 @@ from mpi4py import MPI
 
 from haloflow.io import plots, probes, refdata, vtk
 from haloflow.mesh.blocks import box
+from haloflow.post.cavity import centerlines_png
 
 # -- helpers --------------------------------------------------------------------------------
 
@@ -272,7 +273,7 @@ def test_plots(tmp_path):
     U = np.column_stack([-(c[:, 1] - 0.5), c[:, 0] - 0.5])  # solid-body rotation
     plots.velocity_png(tmp_path / "U.png", c, U, (0.0, 1.0, 0.0, 1.0), title="vortex", n=50)
     y = np.linspace(0, 1, 30)
-    plots.centerlines_png(tmp_path / "c.png", y, y**2, y, -y, ref=refdata.ghia(100), title="t")
+    centerlines_png(tmp_path / "c.png", y, y**2, y, -y, ref=refdata.ghia(100), title="t")
     steps = np.arange(1, 50)
     plots.residuals_png(tmp_path / "r.png", steps, {"Ux": 1.0 / steps, "p": np.exp(-steps)})
     for name in ("U.png", "c.png", "r.png"):

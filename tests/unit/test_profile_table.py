@@ -26,7 +26,7 @@ def table_case(tmp_path, table="inlet.csv", extra=()):
     text = load_case("channel").to_toml()
     path = tmp_path / "case.toml"
     path.write_text(text.replace('profile = "uniform"', f'profile = "table"\ntable = "{table}"')
-                    .replace("U = [1.0, 0.0, 0.0]\nprofile", "profile"))
+                    .replace("U = [\n    1.0,\n    0.0,\n    0.0,\n]\nprofile", "profile"))
     return load_case(path, ["mesh.cells=[40,20,1]", "mesh.lengths=[2.0,1.0,1.0]", *extra])
 
 
@@ -46,7 +46,7 @@ def test_values_at_face_centres(tmp_path):
 
 
 def test_channel_from_a_table_inlet_is_poiseuille(tmp_path):
-    from haloflow.io.channel import max_relative_error
+    from haloflow.post.channel import max_relative_error
 
     parabola_csv(tmp_path / "inlet.csv")
     case = table_case(tmp_path, extra=["solver.residual_tol=1e-6"])

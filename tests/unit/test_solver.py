@@ -12,7 +12,7 @@ from haloflow.mpiutil import fail_fast
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
 from haloflow.physics import DivergenceError, solver_from_case
-from haloflow.runner import DivergedError
+from haloflow.run import DivergedError
 
 
 def _solver(n=12, *overrides):

@@ -18,10 +18,10 @@ import pytest
 from mpi4py import MPI
 
 from haloflow.case import CaseError, load_case
-from haloflow.io.step import armaly, reattachment, wall_row
 from haloflow.mesh import from_case
 from haloflow.mesh.blocks import STEP_PATCHES, _lattice, box, graded_coords, step
-from haloflow.runner import run_case
+from haloflow.post.step import armaly, reattachment, wall_row
+from haloflow.run import run_case
 
 ARMALY_RE100 = 3.0
 TOL = 0.10

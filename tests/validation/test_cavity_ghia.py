@@ -17,7 +17,7 @@ import pytest
 from mpi4py import MPI
 
 from haloflow.case import load_case
-from haloflow.runner import run_case
+from haloflow.run import run_case
 
 
 @pytest.fixture(scope="module")

@@ -19,12 +19,12 @@ import pytest
 from mpi4py import MPI
 
 from haloflow.case import load_case
-from haloflow.io.channel import max_relative_error
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
 from haloflow.physics import solver_from_case
-from haloflow.runner import run_case
+from haloflow.post.channel import max_relative_error
+from haloflow.run import run_case
 from tests.unit.test_bcs_simple import perturb
 
 CELLS = (40, 20, 1)

@@ -27,7 +27,7 @@ import pytest
 from mpi4py import MPI
 
 from haloflow.case import load_case
-from haloflow.runner import run_case
+from haloflow.run import run_case
 
 MID = {"cd": 5.58, "cl": 0.0107, "dp": 0.1174, "la": 0.0847}  # middle of the published ranges
 TOL = {"cd": 0.01, "cl": 0.15, "dp": 0.015, "la": 0.18}

@@ -17,12 +17,13 @@ import numpy as np
 from mpi4py import MPI
 
 from haloflow.case import load_case
-from haloflow.io.taylor_green import errors
 from haloflow.mesh import from_case
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
+from haloflow.parallel.reduce import Reducer
 from haloflow.physics import solver_from_case
-from haloflow.runner import run_case
+from haloflow.post.taylor_green import errors
+from haloflow.run import run_case
 
 
 def velocity_error(cells: int, steps: int = 80, end_time: float = 1.0, *extra) -> dict:
@@ -36,7 +37,7 @@ def velocity_error(cells: int, steps: int = 80, end_time: float = 1.0, *extra) -
     s = solver_from_case(lm, case, halo.make("aggregated", lm, comm), comm)
     for _ in range(steps):
         s.step()
-    return errors(lm, s.U, s.p, s.time, case, comm)
+    return errors(lm, s.U, s.p, s.time, case, Reducer(comm))
 
 
 def test_second_order_in_space():

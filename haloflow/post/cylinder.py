@@ -22,7 +22,7 @@ independent of the solver's zero-gradient wall condition); plain cell values are
 ``cd_cell_p`` for comparison.  The two points of ``dp`` lie on the wall: the pressure there
 is extrapolated the same way from the wall cell(s) nearest to them (two cells in a tie).
 
-Every rank sums its own faces; one fused allreduce per step (:meth:`Monitor.sample`).
+Every rank sums its own faces; one fused allreduce per step (:meth:`Cylinder.sample`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ from __future__ import annotations
 import math
 import os
 
-import numba as nb
 import numpy as np
 
-from ..mesh.cylinder import CENTRE, DIAMETER
+from .base import PostProcessor
 from .step import reattachment
 
 # Published ranges (Schäfer & Turek 1996, table 4 and 5: the band the best results of the
@@ -56,68 +55,35 @@ def reference(re: float) -> dict | None:
     return None
 
 
-@nb.njit(cache=True)
-def wall_sums(cells, sf, dn, rf, uw, ptr, nbr, coef, U, p, nu, grad, out):
-    """Per wall face k of owner ``cells[k]``: the least-squares pressure gradient from the
-    cell's neighbours into ``grad[k]``; ``out`` = (pressure force from extrapolated face
-    values (3), viscous force (3), pressure force from cell values (3))."""
-    for i in range(9):
-        out[i] = 0.0
-    for k in range(len(cells)):
-        c = cells[k]
-        pc = p[c]
-        gx = gy = gz = 0.0
-        for j in range(ptr[k], ptr[k + 1]):
-            d = p[nbr[j]] - pc
-            gx += coef[j, 0] * d
-            gy += coef[j, 1] * d
-            gz += coef[j, 2] * d
-        grad[k, 0] = gx
-        grad[k, 1] = gy
-        grad[k, 2] = gz
-        pf = pc + gx * rf[k, 0] + gy * rf[k, 1] + gz * rf[k, 2]
-        mag = math.sqrt(sf[k, 0] ** 2 + sf[k, 1] ** 2 + sf[k, 2] ** 2)
-        un = 0.0
-        for d in range(3):
-            un += (U[d, c] - uw[k, d]) * sf[k, d] / mag
-        for d in range(3):
-            out[d] += pf * sf[k, d]
-            out[6 + d] += pc * sf[k, d]
-            ut = U[d, c] - uw[k, d] - un * sf[k, d] / mag
-            out[3 + d] += nu * mag / dn[k] * ut
-
-
-def _lsq(lmesh, cells) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """CSR (ptr, neighbour cells, vectors) of the least-squares gradient of each of
-    ``cells`` from its internal-face neighbours (weights 1/|d|^2; pseudo-inverse, so the
-    empty direction of a 2D mesh drops out)."""
-    ni = lmesh.n_internal
-    cc = lmesh.geometry.cell_centres
-    own, nei = lmesh.owner[:ni], lmesh.neighbour
-    ptr, nbr, coef = [0], [], []
-    for c in cells:  # a few hundred wall cells, once
-        others = np.concatenate([nei[own == c], own[nei == c]])
-        d = cc[others] - cc[c]
-        w = 1.0 / np.einsum("ij,ij->i", d, d)
-        G = np.einsum("i,ij,ik->jk", w, d, d)
-        coef.append(w[:, None] * (d @ np.linalg.pinv(G).T))
-        nbr.append(others)
-        ptr.append(ptr[-1] + len(others))
-    if not coef:
-        return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros((0, 3))
-    return (np.asarray(ptr, np.int64), np.concatenate(nbr).astype(np.int64),
-            np.concatenate(coef))
-
-
-class Monitor:
+class Cylinder(PostProcessor):
     """Forces and ``dp`` each step (collective: every rank calls :meth:`sample`), the time
     series kept on every rank (a few floats per step), the final report on rank 0."""
 
-    def __init__(self, lmesh, case, solver, comm):
-        from mpi4py import MPI
+    name = "cylinder"
+    samples = True
+    gathers = True
 
-        self.comm = comm
-        self.red = solver.red
+    @staticmethod
+    def validate(case) -> None:
+        """The cylinder mesh and its inlet's U (the mean velocity)."""
+        from ..case import KeyProblem
+
+        where = ("postprocess", "cylinder")
+        if case.mesh.type != "cylinder":
+            raise KeyProblem(where, 'postprocess.cylinder: needs mesh.type = "cylinder" (forces '
+                             "on its cylinder patch, pressures at the benchmark's points)",
+                             also=[("mesh", "type")])
+        if case.boundary["inlet"].type != "inlet":
+            raise KeyProblem(where, "postprocess.cylinder: needs boundary.inlet.type = "
+                             '"inlet" (its U is the mean velocity of the coefficients)',
+                             also=[("boundary", "inlet", "type")])
+
+    def __init__(self, lmesh, case, solver, red):
+        from ..mesh.cylinder import CENTRE, DIAMETER
+        from .wall_forces import lsq_stencil, wall_sums
+
+        super().__init__(lmesh, case, solver, red)
+        once = red.with_stats(None)  # set-up reductions stay out of the run's counts
         self.nu = float(case.physics.nu)
         self.u_mean = abs(float(case.boundary["inlet"].U[0]))
         self.depth = float(case.mesh.thickness)
@@ -135,9 +101,10 @@ class Monitor:
         mag = np.linalg.norm(self.sf, axis=1)
         self.dn = np.abs(np.einsum("ij,ij->i", self.rf, self.sf)) / mag
         self.uw = np.ascontiguousarray(solver.bc.u_value[faces - lmesh.n_internal])
-        self.ptr, self.nbr, self.coef = _lsq(lmesh, self.cells)
+        self.ptr, self.nbr, self.coef = lsq_stencil(lmesh, self.cells)
         self.grad = np.zeros((len(self.cells), 3))
         self.out = np.zeros(9)
+        self.wall_sums = wall_sums  # compiled: loaded with the first cylinder run only
 
         # dp: the wall cells nearest to the front and back points, found over all ranks
         cx, cy = CENTRE
@@ -148,17 +115,17 @@ class Monitor:
         self.count = []
         for x in self.points:
             dist = np.linalg.norm((g.cell_centres[self.cells] - x)[:, :2], axis=1)
-            dmin = comm.allreduce(float(dist.min(initial=np.inf)), op=MPI.MIN)
+            (dmin,) = once.min(float(dist.min(initial=np.inf)))
             k = np.flatnonzero(dist <= dmin * (1.0 + 1e-9))
             k = k[np.unique(self.cells[k], return_index=True)[1]]  # a cell once
             self.pick.append((k, x - g.cell_centres[self.cells[k]]))
-            self.count.append(comm.allreduce(len(k)))
+            self.count.append(int(once.sum(float(len(k)))[0]))
         self.series: list[tuple] = []  # (time, Fx, Fy, dp, Fpx, Fpy, Fvx, Fvy, Fx_cell_p)
 
     def sample(self, solver) -> None:
         """Forces and dp of the current solution: local sums, one allreduce."""
-        wall_sums(self.cells, self.sf, self.dn, self.rf, self.uw, self.ptr, self.nbr,
-                  self.coef, solver.U, solver.p, self.nu, self.grad, self.out)
+        self.wall_sums(self.cells, self.sf, self.dn, self.rf, self.uw, self.ptr, self.nbr,
+                       self.coef, solver.U, solver.p, self.nu, self.grad, self.out)
         pts = []
         for k, off in self.pick:
             pts.append(float(np.sum(solver.p[self.cells[k]] + np.einsum(
@@ -172,9 +139,13 @@ class Monitor:
 
     # -- the report (rank 0) -------------------------------------------------------------------
 
-    def report(self, outdir, cc, uc, bxy, bu, plots_on: bool = True) -> dict:
+    def report(self, outdir, fields) -> dict | None:
         """``forces.csv``, ``plots/cylinder_forces.png`` and the summary's ``cylinder`` entry,
         from the recorded series and the gathered final field (for L_a)."""
+        if fields is None:
+            return None
+        cc, uc, bxy, bu = fields
+        plots_on = self.case.output.plots
         a = np.array(self.series) if self.series else np.zeros((0, 9))
         t, cd, cl, dp = a[:, 0], a[:, 1] * self.scale, a[:, 2] * self.scale, a[:, 3]
         np.savetxt(os.path.join(outdir, "forces.csv"),
@@ -201,13 +172,19 @@ class Monitor:
             forces_png(os.path.join(outdir, "plots", "cylinder_forces.png"), t, cd, cl, out)
         return out
 
+    def log_line(self, entry: dict) -> str | None:
+        return log_line(entry)
 
-def recirculation_length(cc, uc, bxy, bu, diameter=DIAMETER, n=2001) -> float | None:
+
+def recirculation_length(cc, uc, bxy, bu, diameter=None, n=2001) -> float | None:
     """``L_a``: where u on the axis behind the cylinder turns from negative to positive,
     less the cylinder's back point; u sampled on 2D-linear interpolation of the gathered
-    cell centres and wall faces.  None without a recirculation."""
-    from .probes import sample_2d
+    cell centres and wall faces.  None without a recirculation.  ``diameter``: the DFG
+    cylinder's by default."""
+    from ..io.probes import sample_2d
+    from ..mesh.cylinder import CENTRE, DIAMETER
 
+    diameter = DIAMETER if diameter is None else diameter
     cx, cy = CENTRE
     x0 = cx + 0.5 * diameter
     x = np.linspace(x0, min(x0 + 10 * diameter, float(cc[:, 0].max())), n)
@@ -249,9 +226,9 @@ def periodic(t, cd, cl, dp, diameter, u_mean) -> dict:
 
 def forces_png(path, t, cd, cl, out):
     """c_D and c_L against time (or SIMPLE iterations), the published ranges shaded."""
-    from .plots import _figure
+    from ..io.figure import figure, save
 
-    fig = _figure(7.0, 5.0)
+    fig = figure(7.0, 5.0)
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
     ref = out.get("reference") or {}
     for ax, y, name, key in ((ax1, cd, "c_D", "cd"), (ax2, cl, "c_L", "cl")):
@@ -274,7 +251,7 @@ def forces_png(path, t, cd, cl, out):
     st = f", St = {out['st']:.4f}" if out.get("st") else ""
     ax1.set_title(f"Cylinder, Re = {out['re']:g}: c_D = {out['cd_final']:.4f}, "
                   f"c_L = {out['cl_final']:.4f}{st}")
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def log_line(out: dict) -> str:

@@ -19,11 +19,48 @@ import os
 
 import numpy as np
 
+from .base import PostProcessor
+
 # x_r / S against Re = U 2h / nu for expansion ratio 1.9423: the values commonly quoted from
 # figure 7 of Armaly, Durst, Pereira & Schoenung, J. Fluid Mech. 127 (1983) 473-496 (the
 # paper has no table; not re-read from the figure here, so +-0.2 step heights).  See
 # docs/case-reference.md.
 ARMALY_1983 = ((100.0, 3.0), (400.0, 8.5))
+
+
+class BackwardStep(PostProcessor):
+    """``step_wall_u.csv``, ``plots/step_wall_u.png`` and x_r / S against Armaly et al."""
+
+    name = "backward_step"
+    gathers = True
+
+    @staticmethod
+    def validate(case) -> None:
+        """The step mesh and its inlet's U (the mean velocity)."""
+        from ..case import KeyProblem
+
+        where = ("postprocess", "backward_step")
+        if case.mesh.type != "step":
+            raise KeyProblem(where, 'postprocess.backward_step: needs mesh.type = "step" (the '
+                             "wall shear is read from the first cell row above the lower wall)",
+                             also=[("mesh", "type")])
+        if case.boundary["inlet"].type != "inlet":
+            raise KeyProblem(where, "postprocess.backward_step: needs boundary.inlet.type = "
+                             '"inlet" (its U is the mean velocity of the Reynolds number)',
+                             also=[("boundary", "inlet", "type")])
+
+    def report(self, outdir, fields) -> dict | None:
+        if fields is None:
+            return None
+        return postprocess(outdir, self.case, fields.cc, fields.uc, self.case.output.plots)
+
+    def log_line(self, entry: dict) -> str | None:
+        xr = entry["xr_over_S"]
+        return (f"backward-facing step, Re = {entry['re']:g} (U 2h / nu): reattachment "
+                + (f"x_r / S = {xr:.4f}" if xr is not None else
+                   "not found (no recirculation behind the step yet: not converged?)") + (
+                    f" (Armaly et al. 1983: {entry['xr_over_S_armaly']:.2f})"
+                    if entry.get("xr_over_S_armaly") is not None else ""))
 
 
 def armaly(re: float) -> float | None:
@@ -80,9 +117,9 @@ def postprocess(outdir, case, cc, uc, plots_on: bool = True) -> dict:
 
 def wall_png(path, x_over_s, u, out):
     """u in the first cell row above the lower wall against x / S, with x_r marked."""
-    from .plots import _figure
+    from ..io.figure import figure, save
 
-    fig = _figure(7.0, 3.5)
+    fig = figure(7.0, 3.5)
     ax = fig.add_subplot()
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.plot(x_over_s, u, "-", label="u, first cell row above the lower wall")
@@ -96,4 +133,4 @@ def wall_png(path, x_over_s, u, out):
            title=f"Backward-facing step, Re = {out['re']:g} (U 2h / nu)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.savefig(path, dpi=120)
+    save(fig, path)

@@ -16,7 +16,41 @@ import os
 
 import numpy as np
 
+from .base import PostProcessor
+
 SYMMETRIC = ("symmetry", "slip")
+
+
+class Channel(PostProcessor):
+    """``channel_profile.csv``, ``plots/channel_profile.png`` and the profile's largest
+    deviation from Poiseuille flow."""
+
+    name = "channel"
+    gathers = True
+
+    @staticmethod
+    def validate(case) -> None:
+        """A box with one inlet (its U: the mean velocity)."""
+        from ..case import KeyProblem
+
+        where = ("postprocess", "channel")
+        if case.mesh.type != "box":
+            raise KeyProblem(where, 'postprocess.channel: needs mesh.type = "box" (the profile '
+                             "is a column of the box's cells)", also=[("mesh", "type")])
+        inlets = [k for k, b in case.boundary.items() if b.type == "inlet"]
+        if len(inlets) != 1:
+            raise KeyProblem(where, f"postprocess.channel: needs exactly one inlet patch (its U "
+                             f"is the mean velocity), found {len(inlets)}",
+                             also=[("boundary",)])
+
+    def report(self, outdir, fields) -> dict | None:
+        if fields is None:
+            return None
+        return postprocess(outdir, self.case, fields.cc, fields.uc, self.case.output.plots)
+
+    def log_line(self, entry: dict) -> str | None:
+        return (f"channel, Re = {entry['re']:g}: profile at x = {entry['x']:.4g} against "
+                f"Poiseuille flow: max |u - u_exact| / u_max = {entry['max_rel_error']:.5f}")
 
 
 def poiseuille(y, y0: float, height: float, u_mean: float) -> np.ndarray:
@@ -86,9 +120,9 @@ def postprocess(outdir, case, cc, uc, plots_on: bool = True) -> dict:
 
 def profile_png(path, y, u, y0, height, u_mean, span, title=""):
     """The computed profile (markers) against the analytic parabola (line) over ``span``."""
-    from .plots import _figure
+    from ..io.figure import figure, save
 
-    fig = _figure(5.0, 5.0)
+    fig = figure(5.0, 5.0)
     ax = fig.add_subplot()
     ys = np.linspace(span[0], span[1], 201)
     ax.plot(poiseuille(ys, y0, height, u_mean), ys, "-", color="0.4",
@@ -98,4 +132,4 @@ def profile_png(path, y, u, y0, height, u_mean, span, title=""):
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.savefig(path, dpi=120)
+    save(fig, path)

@@ -1,0 +1,40 @@
+"""Post-processors: what a run measures besides its fields, one module each.
+
+A post-processor is switched on by its key in the case's ``[postprocess]`` table and found
+here by that name, its module imported only when a case uses it (as PyFR finds its plugins),
+so reading a case file stays cheap.  Every one is a :class:`~haloflow.post.base.PostProcessor`:
+``validate(case)`` when the case is read, ``sample(solver)`` after each step, ``report(outdir,
+fields)`` once at the end (files, plots and its entry in ``summary.json``) and a log line.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# [postprocess] key -> "module:class"; the order is the order of the case file's keys and of
+# the run's reports
+POSTPROCESSORS = {
+    "cavity": ".cavity:Cavity",
+    "channel": ".channel:Channel",
+    "backward_step": ".step:BackwardStep",
+    "taylor_green": ".taylor_green:TaylorGreen",
+    "cylinder": ".cylinder:Cylinder",
+}
+
+# the [postprocess] settings of each post-processor besides its switch:
+# key -> (kind, default), kinds as the case reader names them
+SETTINGS = {
+    "cavity": {"lid_speed": ("positive", 1.0)},  # the lid's speed: the Reynolds number's U
+    "channel": {"channel_x": ("fraction", 0.9)},  # where the profile is taken, of the length
+}
+
+
+def load(name: str) -> type:
+    """The post-processor class registered as ``name``."""
+    module, cls = POSTPROCESSORS[name].split(":")
+    return getattr(importlib.import_module(module, __name__), cls)
+
+
+def enabled(case) -> list[type]:
+    """The classes of the post-processors ``case`` switches on, in registry order."""
+    return [load(name) for name in POSTPROCESSORS if getattr(case.postprocess, name)]

@@ -1,0 +1,39 @@
+"""What every post-processor is: checked with the case, fed each step, reported at the end."""
+
+from __future__ import annotations
+
+
+class PostProcessor:
+    """One post-processor of a run, built on every rank once the solver exists.
+
+    ``name`` is its ``[postprocess]`` key and its entry in ``summary.json``.  ``samples``
+    says that :meth:`sample` records something (the loop times those calls as "monitor");
+    ``gathers`` that :meth:`report` reads the final velocity gathered on rank 0.
+    """
+
+    name = ""
+    samples = False
+    gathers = False
+
+    @staticmethod
+    def validate(case) -> None:
+        """Raise :class:`haloflow.case.KeyProblem` if ``case`` (its validated sections) cannot
+        be post-processed this way."""
+
+    def __init__(self, lmesh, case, solver, red):
+        """On every rank: ``red`` is the run's :class:`~haloflow.parallel.reduce.Reducer`,
+        the one way a post-processor reduces or gathers over the ranks."""
+        self.lmesh, self.case, self.solver, self.red = lmesh, case, solver, red
+
+    def sample(self, solver) -> None:
+        """After every step, on every rank (collective where it reduces)."""
+
+    def report(self, outdir, fields) -> dict | None:
+        """Collective, after the last step: files and plots in ``outdir``; the summary entry
+        on rank 0, None elsewhere.  ``fields`` (:class:`~haloflow.post.fields.Fields`) is the
+        gathered final velocity on rank 0 where ``gathers``, None elsewhere."""
+        return None
+
+    def log_line(self, entry: dict) -> str | None:
+        """The run log's line for the summary entry ``entry`` (None: no line)."""
+        return None

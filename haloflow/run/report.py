@@ -1,0 +1,230 @@
+"""What a run leaves behind: the log, the fields, the post-processors' results, residuals.csv,
+profile.json with its table, and summary.json.
+
+The fields are written by every rank for its own cells; everything else by rank 0, after
+the collective gathers and reductions every rank takes part in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+SUMMARY_PHASES = ("assemble", "fluxes", "solve_U", "solve_p", "halo", "monitor")
+
+
+class Log:
+    """Rank-0 log: every line goes to log.txt; progress lines also to the terminal."""
+
+    def __init__(self, path: Path | None, quiet: bool = False):
+        self.file = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+        self.quiet = quiet
+
+    def __call__(self, msg: str, echo: bool = True) -> None:
+        if self.file:
+            self.file.write(msg + "\n")
+            self.file.flush()
+        if echo and not self.quiet:
+            print(msg, flush=True)
+
+    def close(self) -> None:
+        if self.file:
+            self.file.close()
+
+
+def log_setup(run, outdir: Path, log) -> None:
+    """Collective: rank 0 logs the case, the partition and the solver settings."""
+    from ..parallel.threads import MIN_ROWS
+
+    case, lmesh, solver, comm = run.case, run.lmesh, run.solver, run.comm
+    counts = comm.gather((lmesh.n_owned, lmesh.n_ghost, len(lmesh.neighbours)), root=0)
+    if comm.rank != 0:
+        return
+    s = case.solver
+    own = np.array([c[0] for c in counts])
+    log(f"haloflow: case {case.name} ({case.source}), {lmesh.n_cells_global} cells, "
+        f"{comm.size} rank(s) x {run.threads} thread(s), halo {case.parallel.halo} "
+        f"({case.parallel.staging} staging), "
+        f"decomposition {case.parallel.decomposition}")
+    log(f"  cells per rank {own.min()}..{own.max()} (imbalance {own.max() / own.mean():.3f}), "
+        f"ghosts {sum(c[1] for c in counts)}, neighbours per rank max "
+        f"{max(c[2] for c in counts)}")
+    if run.threads > 1 and not run.threaded:
+        log(f"  vector and SpMV kernels run on 1 thread: {lmesh.n_owned} rows on rank 0 "
+            f"are fewer than the {MIN_ROWS} that pay for a thread pool's launches")
+    if solver.algorithm == "simple":
+        log(f"  SIMPLE{'C' if s.consistent else ''}, relaxation U {s.relaxation.U:g} "
+            f"p {s.relaxation.p:g}, residual_tol {s.residual_tol:g}, max_iterations "
+            f"{s.max_iterations}, solved velocity components {[int(d) for d in solver.comps]}")
+    else:
+        log(f"  dt {s.dt:g}, end_time {s.end_time:g}, steady_tol {s.steady_tol:g}, "
+            f"solved velocity components {[int(d) for d in solver.comps]}")
+    log(f"  convection {s.convection}, gradient {s.gradient}, laplacian {s.laplacian}"
+        f"{' (non-orthogonal mesh)' if solver.nonorth else ''}")
+    log(f"  output: {outdir}")
+
+
+def write_results(run, outdir: Path) -> dict:
+    """Collective, timed as "io": the fields, every post-processor's report and the velocity
+    plot.  Returns the post-processors' summary entries by name on rank 0 ({} elsewhere)."""
+    from ..io import vtk
+    from ..post.fields import gather_velocity
+
+    case, lmesh, solver, red = run.case, run.lmesh, run.solver, run.red
+    entries = {}
+    with run.timers("io"):
+        if case.output.fields:
+            U = solver.U[:, : lmesh.n_owned].T
+            data = {"U": U, "p": solver.p, "rank": np.full(lmesh.n_owned, float(red.rank)),
+                    "cell_id": lmesh.global_cells[: lmesh.n_owned].astype(float)}
+            vtk.write_fields(str(outdir), case.name, lmesh, data, red)
+        fields = None
+        if case.output.plots or any(post.gathers for post in run.posts):
+            fields = gather_velocity(lmesh, solver.bc, solver.U, red)
+        for post in run.posts:
+            entry = post.report(outdir, fields if post.gathers else None)
+            if entry is not None:
+                entries[post.name] = entry
+        if fields is not None and case.output.plots:
+            _velocity_png(case, fields, outdir)
+    return entries
+
+
+def _velocity_png(case, fields, outdir: Path) -> None:
+    """|U| and streamlines over the box, or over the extent of a mesh's non-empty patches."""
+    from ..io import plots
+
+    cc, uc, bxy, bu = fields
+    if case.mesh.type == "box":
+        (x0, y0, _), (lx, ly, _) = case.mesh.origin, case.mesh.lengths
+        bounds = (x0, x0 + lx, y0, y0 + ly)
+    else:  # a mesh file: the extent of its walls, inlets and outlets
+        lo, hi = (bxy.min(axis=0), bxy.max(axis=0)) if len(bxy) else \
+            (cc.min(axis=0), cc.max(axis=0))
+        bounds = (lo[0], hi[0], lo[1], hi[1])
+    plots.velocity_png(outdir / "plots" / "velocity.png", cc, uc, bounds,
+                       title=f"{case.name}: |U|", boundary_xy=bxy, boundary_U=bu)
+
+
+def finish(run, loop, entries: dict, outdir: Path, log, t_start: float) -> dict:
+    """Collective: the profile over the steps after the first; then rank 0 writes
+    residuals.csv, profile.json and summary.json and returns the summary ({} elsewhere)."""
+    from ..parallel import profile as profiling
+
+    comm, solver = run.comm, run.solver
+    root = comm.rank == 0
+    mpi_call_s = profiling.mpi_call_seconds() if root else None
+    kernel_call_s = profiling.kernel_call_seconds() if root else None
+    amg_info = run.amg.profile() if run.amg else None
+    exchangers = run.exchangers()
+    record = profiling.rank_record(run.lmesh, run.timers, exchangers, solver.red.stats,
+                                   loop.seconds)
+    prof_steps, first = loop.steps, 0  # profiles count the steps after the first
+    if loop.steps > 1:
+        record = profiling.since(record, loop.first_record)
+        amg_info = profiling.amg_since(amg_info, loop.first_amg)
+        prof_steps, first = loop.steps - 1, 1
+    records = comm.gather(record, root=0)
+    halo_stats = comm.gather(run.ex.stats.as_dict(), root=0)
+    for e in exchangers:
+        e.close()
+    if not root:
+        return {}
+    arr = _residuals(run, loop, outdir)
+    ncomp = len(solver.comps)
+    case = run.case
+    prof = profiling.summarise(records, prof_steps, {
+        "p_iters": float(np.mean(arr[first:, 4 + ncomp])) if len(arr) else 0.0,
+        "u_iters": float(np.mean(arr[first:, 2 + ncomp])) if len(arr) else 0.0}, {
+        "first_step_s": loop.first_s if loop.steps else 0.0,
+        "case": {"name": case.name, "threads": run.threads, "halo": case.parallel.halo,
+                 "decomposition": case.parallel.decomposition},
+        "mesh": {"cells": int(run.lmesh.n_cells_global),
+                 "dims": ncomp},  # 2 for one-cell-thick cases with empty front and back
+        "machine": {**profiling.machine(), "mpi_call_s": mpi_call_s,
+                    "kernel_call_s": kernel_call_s},
+        **({"amg": amg_info} if amg_info else {})})
+    profiling.write(outdir / "profile.json", prof)
+    for line in profiling.table(prof):
+        log(line)
+    summary = _summary(run, loop, arr, prof, halo_stats, time.perf_counter() - t_start)
+    for post in run.posts:
+        entry = entries.get(post.name)
+        if entry:
+            summary[post.name] = entry
+            line = post.log_line(entry)
+            if line:
+                log(line)
+    with open(outdir / "summary.json", "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+    log(f"results in {os.path.abspath(outdir)} (summary.json, profile.json, log.txt, "
+        f"residuals.csv, fields/, plots/)")
+    log.close()
+    return summary
+
+
+def _residuals(run, loop, outdir: Path) -> np.ndarray:
+    """Rank 0: residuals.csv (and its plot); the rows as an array."""
+    solver, case = run.solver, run.case
+    arr = np.array(loop.rows) if loop.rows else np.zeros((0, 8))
+    ncomp = len(solver.comps)
+    names = ["step", "time"] + [f"U{'xyz'[d]}_res" for d in solver.comps] + [
+        "U_iters", "p_res", "p_iters", "continuity", "dU_dt"]
+    np.savetxt(outdir / "residuals.csv", arr, delimiter=",", header=",".join(names),
+               comments="", fmt="%.10g")
+    if case.output.plots and len(arr):
+        from ..io import plots
+
+        cols = {names[2 + k]: arr[:, 2 + k] for k in range(ncomp)}
+        cols |= {"p": arr[:, 3 + ncomp], "dU/dt": arr[:, -1]}
+        plots.residuals_png(outdir / "plots" / "residuals.png", arr[:, 0], cols,
+                            title=f"{case.name}: initial residuals and steady measure")
+    return arr
+
+
+def _summary(run, loop, arr, prof, halo_stats, wall_s: float) -> dict:
+    """summary.json's run-level entries (the post-processors add theirs)."""
+    case, solver, comm, cells = run.case, run.solver, run.comm, run.lmesh.n_cells_global
+    step, loop_s = loop.steps, loop.seconds
+    ncomp = len(solver.comps)
+    u_it = arr[:, 2 + ncomp] / max(ncomp, 1) if len(arr) else np.zeros(1)
+    p_it = arr[:, 4 + ncomp] / solver.n_corr if len(arr) else np.zeros(1)
+    return {
+        "case": case.name,
+        "cells": int(cells),
+        "ranks": comm.size,
+        "threads": run.threads,
+        "steps": step,
+        "algorithm": solver.algorithm,
+        "iterations": step if solver.algorithm == "simple" else None,
+        "sim_time": solver.time,
+        "dt": case.solver.dt,
+        "converged": bool(loop.converged),
+        "final_dU_dt": float(arr[-1, -1]) if len(arr) else None,
+        "final_residual": float(max(arr[-1, 2:2 + ncomp].max(initial=0.0), arr[-1, 3 + ncomp]))
+        if len(arr) else None,
+        "wall_s": wall_s,
+        "loop_s": loop_s,
+        "first_step_s": loop.first_s,
+        "s_per_step": loop_s / max(step, 1),
+        "ns_per_cell_step": loop_s / max(step, 1) / cells * 1e9,
+        "p_solver": case.solver.pressure.method,
+        "p_iters_mean": float(np.mean(p_it)),
+        "p_iters_max": int(np.max(arr[:, 4 + ncomp])) if len(arr) else 0,
+        "u_solver": case.solver.momentum.method,
+        "u_iters_mean": float(np.mean(u_it)),
+        "halo": case.parallel.halo,
+        "staging": case.parallel.staging,
+        "decomposition": case.parallel.decomposition,
+        "phases_s": {k: prof["phases"][k]["per_rank"] if k in prof["phases"] else
+                     [0.0] * comm.size for k in ("setup",) + SUMMARY_PHASES + ("io",)},
+        "imbalance": prof["imbalance"],
+        "comm_fraction": prof["comm_fraction"],
+        "halo_stats": halo_stats,
+        "host": platform.node(),
+    }

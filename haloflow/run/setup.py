@@ -1,0 +1,97 @@
+"""A run's set-up on every rank: mesh -> partition -> LocalMesh -> exchanger -> solver, and the
+post-processors the case switches on.
+
+Rank 0 alone builds and partitions the global mesh (a mesh file is read once) and scatters
+the LocalMeshes; ``haloflow bench halo`` starts from the same :func:`local_mesh`, so it
+times the solver's own messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import RunError
+
+
+@dataclass
+class Run:
+    """What every rank holds once a run is set up."""
+
+    case: object
+    comm: object
+    threads: int
+    threaded: bool  # vector and SpMV kernels on a thread pool (too few rows: not)
+    lmesh: object
+    ex: object  # the solver's halo exchanger
+    red: object  # the run's Reducer: every global sum, max and gather
+    solver: object
+    timers: object
+    posts: list  # the enabled post-processors, in registry order
+
+    @property
+    def amg(self):
+        """The pressure AMG, or None."""
+        return getattr(self.solver, "p_amg", None)
+
+    def exchangers(self) -> list:
+        """The solver's exchanger and those of the AMG's distributed coarse levels."""
+        return [self.ex] + (self.amg.coarse_exchangers() if self.amg else [])
+
+
+def set_threads(threads: int) -> None:
+    """Numba threads per rank, at most the ``NUMBA_NUM_THREADS`` numba may use here."""
+    import numba
+
+    if threads > numba.config.NUMBA_NUM_THREADS:
+        raise RunError(f"--threads {threads} exceeds the {numba.config.NUMBA_NUM_THREADS} "
+                       "threads numba may use here (NUMBA_NUM_THREADS)")
+    numba.set_num_threads(threads)
+
+
+def local_mesh(case, comm, log=None):
+    """Collective: this rank's LocalMesh of the case's mesh.  Rank 0 builds (or reads) and
+    partitions the global mesh; a mesh error there stops every rank with it.  What a reader
+    had to decide goes to ``log`` on rank 0 (None: warnings)."""
+    from ..mesh import MeshError, from_case
+    from ..parallel.decompose import decompose
+    from ..parallel.local import distribute
+
+    mesh = parts = None
+    err = None
+    if comm.rank == 0:
+        notes = [] if log else None
+        try:
+            mesh = from_case(case.mesh, notes)
+        except MeshError as e:  # read on rank 0 only: every rank must stop with it
+            err = str(e)
+        for n in notes or ():
+            log(f"mesh: {n}")
+        if err is None:
+            parts = decompose(mesh, comm.size, case.parallel.decomposition)
+    err = comm.bcast(err, root=0)
+    if err:
+        raise RunError(err)
+    return distribute(mesh, parts, comm)
+
+
+def setup(case, comm, threads: int, log) -> Run:
+    """Collective: everything a run steps, timed as the "setup" phase."""
+    from ..parallel import halo
+    from ..parallel.reduce import Reducer
+    from ..parallel.threads import use_threads
+    from ..parallel.timers import Timers
+    from ..physics import make_solver
+    from ..post import enabled
+
+    timers = Timers()
+    with timers("setup"):
+        lmesh = local_mesh(case, comm, log)
+        threaded = use_threads(threads, lmesh.n_owned)  # serial kernels unless they pay
+        # the solver's fields are numpy arrays: device staging is emulated, copies counted
+        ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
+        red = Reducer(comm)
+        solver = make_solver(lmesh, ex, red, timers, solver=case.solver,
+                             physics=case.physics, boundary=case.boundary,
+                             initial=case.initial, mesh=case.mesh, halo=case.parallel.halo)
+        posts = [post(lmesh, case, solver, red) for post in enabled(case)]
+    return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts)
