@@ -106,12 +106,6 @@ def haloflow_mpi(mpirun):
 
 # -- @pytest.mark.parallel ---------------------------------------------------------------------
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "parallel(ranks, halo=None, timeout=120): run the test body under mpiexec "
-        "on each rank count (and halo strategy); see tests/mpi/conftest.py")
-
-
 def pytest_generate_tests(metafunc):
     mark = metafunc.definition.get_closest_marker("parallel")
     if mark is None:
@@ -122,6 +116,7 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("halo", mark.kwargs.get("halo", ["packed"]))
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: "not mpi" leaves these out too
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("parallel") is not None:
