@@ -591,15 +591,22 @@ def _invert(sections: list) -> list:
     return [(f, c, 1.0 / r) for f, c, r in reversed(sections)]
 
 
-def _arc(d: _Dict, e: _Edge, p0: np.ndarray, p1: np.ndarray):
-    """``position(lambda)`` along the circle through p0, the given point and p1, at constant
-    angular speed."""
+def _arc_plane(d: _Dict, e: _Edge, p0: np.ndarray, p1: np.ndarray):
+    """The arc's middle point, chords p0 -> pm and p0 -> p1 and their normal (with its squared
+    length); an error if the three points lie on a line."""
     pm = e.through[0]
     a, b = pm - p0, p1 - p0
     n = np.cross(a, b)
     nn = float(n @ n)
     if nn <= 1e-24 * float(a @ a) * float(b @ b):
         raise d.lex.error(f"arc {e.start} {e.end}: its three points lie on a line", e.pos)
+    return pm, a, b, n, nn
+
+
+def _arc(d: _Dict, e: _Edge, p0: np.ndarray, p1: np.ndarray):
+    """``position(lambda)`` along the circle through p0, the given point and p1, at constant
+    angular speed."""
+    pm, a, b, n, nn = _arc_plane(d, e, p0, p1)
     centre = p0 + (np.cross(n, a) * float(b @ b) + np.cross(b, n) * float(a @ a)) / (2 * nn)
     r0, r1 = p0 - centre, p1 - centre
     radius = np.sqrt(r0 @ r0)
@@ -751,15 +758,27 @@ def _merge(points: np.ndarray, surface: np.ndarray, block_of: np.ndarray, tol: f
     return keep, label.astype(np.int64)
 
 
-def _build(d: _Dict, topo: _Topology, notes: list[str]):
-    from .core import Mesh, Patch
-
+def _check_shapes(d: _Dict) -> dict:
+    """The checks on blocks and edges that need no points: no block inside-out, every curved
+    edge an edge of a block, no arc through three points on a line.  Cheap (a few vector
+    products per block and edge), so the patch-name reader refuses what the mesher refuses.
+    Returns the curved edges by vertex pair."""
     for b, blk in enumerate(d.blocks):
         if _signed_volume(d.vertices[blk.labels]) <= 0.0:
             raise d.lex.error(f"block {b} is inside-out (hex "
                               f"({' '.join(map(str, blk.labels.tolist()))}) has a negative "
                               "volume: list 0 1 2 3 anticlockwise seen from 4 5 6 7)", blk.pos)
     curves = _curves(d)
+    for e in d.edges:
+        if e.kind == "arc":
+            _arc_plane(d, e, d.vertices[e.start], d.vertices[e.end])
+    return curves
+
+
+def _build(d: _Dict, topo: _Topology, notes: list[str]):
+    from .core import Mesh, Patch
+
+    curves = _check_shapes(d)
     pts_all, surface, block_of, cells, cell_block, local = [], [], [], [], [], []
     offset = 0
     min_edge = np.inf
@@ -899,6 +918,7 @@ def blockmesh_patch_names(path: str | Path) -> list[str]:
     face is in none), from the dictionary alone: no points are made."""
     d = _parse(_dict_path(path))
     topo = _topology(d)
+    _check_shapes(d)
     return [p.name for p in d.patches if p.type != "cyclic"] + \
         ([d.default_name] if topo.has_default else [])
 

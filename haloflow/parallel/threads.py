@@ -13,13 +13,16 @@ all it takes; kernels must not call one another from compiled code.
 
 from __future__ import annotations
 
+import os
 import types
 
 import numba as nb
 
 # rows per rank below which threads cost more than they bring: cavity, 1 rank, 1 vs 2
-# threads: 65 536 rows 0.30 vs 0.29-0.31 s/step, 262 144 rows 1.37 vs 1.15 s/step
-MIN_ROWS = 100_000
+# threads: 65 536 rows 0.30 vs 0.29-0.31 s/step, 262 144 rows 1.37 vs 1.15 s/step.
+# HALOFLOW_THREAD_MIN_ROWS overrides it, so that tests can run the threaded builds on a small
+# mesh (it changes speed only, never results beyond the order of threaded sums).
+MIN_ROWS = int(os.environ.get("HALOFLOW_THREAD_MIN_ROWS", 100_000))
 
 _KERNELS: list[tuple[dict, str, object, object]] = []
 

@@ -1,4 +1,19 @@
-"""Launching real MPI jobs: the venv's own ``mpiexec`` (DESIGN.md section 8), with a timeout."""
+"""Launching real MPI jobs: the venv's own ``mpiexec`` (DESIGN.md section 8), with a timeout.
+
+Two ways to run on several ranks:
+
+- the ``mpirun`` / ``haloflow_mpi`` fixtures launch a script or the command line;
+- ``@pytest.mark.parallel(ranks=[2, 3], halo=["packed", "aggregated"], timeout=120)`` on a
+  test function (as Devito's ``parallel(mode=...)``): the test is parametrised by ``nranks``
+  (and ``halo`` if it takes that argument), and its body runs inside ``mpiexec -n nranks``:
+  this process re-launches pytest on that one test under mpiexec with ``HALOFLOW_MPI_CHILD``
+  set, and the child runs the body on every rank.  A rank whose test fails prints why and
+  aborts the job, so the others never hang in a collective.
+
+Every job checks it got the ranks it was launched with (``launch.py``).  Without the venv's
+mpiexec the MPI tests are skipped, except under CI (``CI`` set), where that is an error, as
+is a session in which every MPI test was skipped.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,10 +29,26 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+_PASSED: set[str] = set()  # node ids of the tests that passed in this session
+CHILD = "HALOFLOW_MPI_CHILD"  # in a parallel-marked test's job: where ranks mark a pass
+LAUNCH = Path(__file__).with_name("launch.py")
+
+
 def find_mpiexec() -> Path | None:
     """The mpiexec installed next to this Python (the wrong launcher runs 1-rank jobs)."""
     exe = Path(sys.executable).parent / "mpiexec"
     return exe if exe.exists() else None
+
+
+def require_mpiexec() -> Path:
+    """The venv's mpiexec; without one a skip, or a failure under CI (``CI`` set)."""
+    exe = find_mpiexec()
+    if exe is None:
+        why = f"no mpiexec next to {sys.executable}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{why} (CI must run the MPI tests)", pytrace=False)
+        pytest.skip(why)
+    return exe
 
 
 def mpi_env() -> dict[str, str]:
@@ -28,14 +60,17 @@ def mpi_env() -> dict[str, str]:
     return env
 
 
-def run_mpi(exe: Path, n: int, script: Path | str, *args: str, timeout: float = 120):
+def run_mpi(exe: Path, n: int, script: Path | str, *args: str, timeout: float = 120,
+            env: dict[str, str] | None = None):
     """Run ``script`` on ``n`` ranks; a job still running after ``timeout`` s is killed and fails.
 
-    ``script`` may be ``"-m"`` followed by a module in ``args``.  The job gets its own process
+    ``script`` may be ``"-m"`` followed by a module in ``args``.  Every rank checks that the
+    job has ``n`` ranks (``launch.py``, exit status 3 if not).  The job gets its own process
     group so that a hang kills mpiexec and every rank with it.
     """
-    cmd = [str(exe), "-n", str(n), sys.executable, str(script), *args]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=mpi_env(), stdout=subprocess.PIPE,
+    cmd = [str(exe), "-n", str(n), sys.executable, str(LAUNCH), str(n), str(script), *args]
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**mpi_env(), **(env or {})},
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -49,10 +84,9 @@ def run_mpi(exe: Path, n: int, script: Path | str, *args: str, timeout: float = 
 
 @pytest.fixture
 def mpirun():
-    """``mpirun(n, script, *args, timeout=120)`` -> CompletedProcess; skips without mpiexec."""
-    exe = find_mpiexec()
-    if exe is None:
-        pytest.skip(f"no mpiexec next to {sys.executable}")
+    """``mpirun(n, script, *args, timeout=120)`` -> CompletedProcess; skips without mpiexec
+    (fails under CI)."""
+    exe = require_mpiexec()
 
     def run(n: int, script: Path | str, *args: str, timeout: float = 120):
         return run_mpi(exe, n, script, *args, timeout=timeout)
@@ -68,3 +102,78 @@ def haloflow_mpi(mpirun):
         return mpirun(n, "-m", "haloflow", *args, timeout=timeout)
 
     return run
+
+
+# -- @pytest.mark.parallel ---------------------------------------------------------------------
+
+def pytest_generate_tests(metafunc):
+    mark = metafunc.definition.get_closest_marker("parallel")
+    if mark is None:
+        return
+    ranks = mark.kwargs.get("ranks", [2])
+    metafunc.parametrize("nranks", ranks, ids=[f"n{n}" for n in ranks])
+    if "halo" in metafunc.fixturenames:
+        metafunc.parametrize("halo", mark.kwargs.get("halo", ["packed"]))
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: "not mpi" leaves these out too
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("parallel") is not None:
+            item.add_marker(pytest.mark.mpi)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Outside the job: launch this one test under mpiexec and judge the job instead."""
+    mark = pyfuncitem.get_closest_marker("parallel")
+    if mark is None or os.environ.get(CHILD):
+        return None
+    exe = require_mpiexec()
+    n = pyfuncitem.callspec.params["nranks"]
+    with tempfile.TemporaryDirectory() as passed_dir:
+        res = run_mpi(exe, n, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                      "--rootdir", str(REPO), pyfuncitem.nodeid,
+                      timeout=mark.kwargs.get("timeout", 120), env={CHILD: passed_dir})
+        passed = len(os.listdir(passed_dir))
+    out = f"--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
+    assert res.returncode == 0, f"{' '.join(res.args)} exited with {res.returncode}\n{out}"
+    assert passed == n, f"{passed} of {n} ranks passed the test\n{out}"
+    return True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In the job: a rank that fails says why and ends the job (no hang in a collective)."""
+    outcome = yield
+    rep = outcome.get_result()
+    passed_dir = os.environ.get(CHILD)
+    if not passed_dir or item.get_closest_marker("parallel") is None:
+        return
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    if rep.when == "call" and rep.passed:  # what the launching process counts
+        Path(passed_dir, f"rank{comm.rank}").touch()
+    if rep.failed:
+        sys.__stderr__.write(f"[rank {comm.rank}/{comm.size}] {rep.nodeid} failed in "
+                             f"{rep.when}:\n{rep.longreprtext}\n")
+        sys.__stderr__.flush()
+        if comm.size > 1:
+            comm.Abort(1)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under CI a run in which every MPI test was skipped (or none ran) fails."""
+    if not os.environ.get("CI") or os.environ.get(CHILD) or exitstatus != 0:
+        return
+    items = [i for i in session.items if i.get_closest_marker("mpi") is not None]
+    if items and not any(i.nodeid in _PASSED for i in items):
+        sys.stderr.write(f"CI: none of the {len(items)} MPI tests passed (all skipped?)\n")
+        session.exitstatus = 1
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.passed:
+        _PASSED.add(report.nodeid)

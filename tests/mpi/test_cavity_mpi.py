@@ -52,6 +52,7 @@ def test_steady_state_matches_serial(haloflow_mpi, tmp_path, nranks):
     to 1e-6, same Ghia deviation."""
     s1 = _run(haloflow_mpi, 1, tmp_path / "serial")
     s2 = _run(haloflow_mpi, nranks, tmp_path / "two")
+    assert (s1["ranks"], s2["ranks"]) == (1, nranks)
     assert s1["converged"] and s2["converged"]
     assert abs(s1["steps"] - s2["steps"]) <= 1
     f1, f2 = read_fields(tmp_path / "serial"), read_fields(tmp_path / "two")

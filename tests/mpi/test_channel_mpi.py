@@ -163,12 +163,15 @@ def test_channel_fixed_steps_match_serial(haloflow_mpi, tmp_path, algorithm):
 @pytest.mark.mpi
 def test_simple_to_convergence_on_2_ranks(haloflow_mpi, tmp_path):
     """With the AMG (aggregates follow the decomposition): same iterations to residual_tol
-    (within one), the same profile error."""
+    (within one), the same profile error, fields equal to the README's 1e-6 at steady state
+    with AMG (measured 3e-10)."""
     s1 = _run(haloflow_mpi, 1, tmp_path / "one")
     s2 = _run(haloflow_mpi, 2, tmp_path / "two")
+    assert (s1["ranks"], s2["ranks"]) == (1, 2)
     assert s1["converged"] and s2["converged"]
     assert abs(s1["iterations"] - s2["iterations"]) <= 1
     assert s2["channel"]["max_rel_error"] == pytest.approx(s1["channel"]["max_rel_error"],
                                                            abs=1e-6)
     f1, f2 = read_fields(tmp_path / "one", "channel"), read_fields(tmp_path / "two", "channel")
-    assert np.abs(f1["U"] - f2["U"]).max() < 1e-5
+    assert np.abs(f1["U"] - f2["U"]).max() < 1e-6
+    assert np.abs(f1["p"] - f2["p"]).max() < 1e-6

@@ -1,4 +1,5 @@
-"""The backward-facing step on 2 ranks equals the serial run after a few SIMPLE iterations."""
+"""The backward-facing step on 2 ranks equals the serial run after a few SIMPLE iterations
+(to round-off: Jacobi-preconditioned CG does not depend on the decomposition)."""
 
 from __future__ import annotations
 
@@ -27,4 +28,4 @@ def test_step_fixed_iterations_match_serial(haloflow_mpi, tmp_path):
     du = np.abs(f[2]["U"] - f[1]["U"]).max()
     dp = np.abs(f[2]["p"] - f[1]["p"]).max()
     assert np.abs(f[1]["U"]).max() > 1.0
-    assert du < 1e-6 and dp < 1e-6, (du, dp)
+    assert du < 1e-9 and dp < 1e-9, (du, dp)  # the README's round-off claim; measured 3e-14

@@ -42,3 +42,95 @@ def test_both_builds_agree():
     (d0, y0), (d1, y1) = results
     np.testing.assert_allclose(d0, d1, rtol=1e-12)
     np.testing.assert_array_equal(y0, y1)  # rows are independent: bitwise equal
+
+
+# -- a whole run on 2 threads ------------------------------------------------------------------
+
+# Runs the command line after wrapping every kernel that ``use_threads`` binds, so that the
+# run records which kernels it called and whether the threaded builds were bound.  Callers
+# look kernels up as module globals at call time (threads.py), so the wrappers see every call.
+DRIVER = '''
+import atexit, json, runpy, sys
+from haloflow.parallel import threads
+
+record = {"bound": [], "called": [], "kernels": [], "threaded": []}
+bind = threads.use_threads
+
+
+def counting(name, fn):
+    def wrapper(*args):
+        record["called"].append(name)
+        return fn(*args)
+    return wrapper
+
+
+def use_threads(n, rows):
+    on = bind(n, rows)
+    record["bound"].append(on)
+    for module, name, serial, threaded in threads._KERNELS:
+        full = module["__name__"] + "." + name
+        record["kernels"].append(full)
+        if module[name] is threaded:
+            record["threaded"].append(full)
+        module[name] = counting(full, module[name])
+    return on
+
+
+threads.use_threads = use_threads
+path, sys.argv = sys.argv[1], ["haloflow", *sys.argv[2:]]
+atexit.register(lambda: open(path, "w").write(json.dumps(
+    {k: sorted(set(v)) for k, v in record.items()})))
+runpy.run_module("haloflow", run_name="__main__", alter_sys=True)
+'''
+
+# pressure by AMG-FCG and by Jacobi-CG, momentum by BiCGStab with Jacobi and with symmetric
+# Gauss-Seidel (the kernels without a built-in preconditioner), SpMV in one sweep and in the
+# inner/outer runs of the overlapped exchange: every kernel built both ways
+CONFIGS = {
+    "amg": [],
+    "cg-sgs-overlap": ["--set", "solver.pressure.method=cg-jacobi", "--set",
+                       "solver.momentum.method=bicgstab-sgs", "--halo", "overlap"],
+}
+
+
+def _run(tmp_path, name, nthreads, extra):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.fieldio import read_fields
+
+    out, rec = tmp_path / f"{name}-t{nthreads}", tmp_path / f"{name}-t{nthreads}.json"
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    env = {**os.environ, "NUMBA_NUM_THREADS": "2", "HALOFLOW_THREAD_MIN_ROWS": "1"}
+    cmd = [sys.executable, str(driver), str(rec), "run", "cavity", "-o", str(out),
+           "--threads", str(nthreads), "--steps", "12", "--quiet",
+           "--set", "mesh.cells=[24,24,1]", "--set", "output.plots=false",
+           "--set", "postprocess.cavity=false", *extra]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
+    s = json.loads((out / "summary.json").read_text())
+    assert s["threads"] == nthreads and s["steps"] == 12
+    return json.loads(rec.read_text()), read_fields(out)
+
+
+def test_a_run_on_2_threads_equals_1_thread_and_calls_every_kernel(tmp_path):
+    """The cavity with threaded kernels (threshold lowered to 1 row) against the serial
+    builds: same fields to round-off (threaded sums add in another order), and between the
+    configurations every kernel compiled both ways was called in its threaded build."""
+    called, kernels = set(), set()
+    for name, extra in CONFIGS.items():
+        one, f1 = _run(tmp_path, name, 1, extra)
+        two, f2 = _run(tmp_path, name, 2, extra)
+        assert one["bound"] == [False] and two["bound"] == [True], (one, two)
+        assert one["threaded"] == [] and two["threaded"] == two["kernels"], (one, two)
+        scale = np.abs(f1["U"]).max()
+        assert scale > 0.1
+        assert np.abs(f2["U"] - f1["U"]).max() < 1e-10 * scale, name
+        assert np.abs(f2["p"] - f1["p"]).max() < 1e-10 * max(np.abs(f1["p"]).max(), 1.0), name
+        called |= set(two["called"])
+        kernels |= set(two["kernels"])
+    assert len(kernels) >= 19  # krylov and matrix kernels (threads.kernel)
+    assert called == kernels, f"never called threaded: {sorted(kernels - called)}"

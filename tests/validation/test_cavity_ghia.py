@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,3 +74,39 @@ def test_output_files(cavity32):
     # the resolved case reloads to the same case
     again = load_case(out / "case.toml")
     assert again == load_case("cavity", ["mesh.cells=[32,32,1]"])
+
+
+# -- Re = 400, through the command line ---------------------------------------------------------
+
+DATA = Path(__file__).resolve().parents[2] / "haloflow" / "data"  # Ghia et al., Tables I, II
+MISPRINT_V400_X = 0.9063  # ghia_v Re400 at x = 0.9063 breaks its neighbours' trend
+
+
+def _ghia(name, column):
+    rows = np.genfromtxt(DATA / f"ghia_{name}.csv", delimiter=",", names=True)
+    return rows[rows.dtype.names[0]], rows[column]
+
+
+def _deviation(csv_path, name, skip=()):
+    """Largest |haloflow - Ghia| over Ghia's interior points (the walls are boundary values)."""
+    pos, val = np.loadtxt(csv_path, delimiter=",", skiprows=1).T
+    gpos, gval = _ghia(name, "Re400")
+    inside = (gpos > 0) & (gpos < 1) & ~np.isin(np.round(gpos, 4), skip)
+    return np.abs(np.interp(gpos[inside], pos, val) - gval[inside]).max()
+
+
+def test_ghia_re400_end_to_end(tmp_path):
+    """`haloflow run cavity` with nu = 0.0025 (Re = 400) on 48 x 48 to steady state: the
+    centreline profiles against Ghia et al.'s Re 400 columns.  Measured 0.014 (u) and 0.015
+    (v) at worst over the interior points (32 x 32: 0.033, 0.034); bounds with 20 % room."""
+    out = tmp_path / "re400"
+    res = subprocess.run([sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out),
+                          "--quiet", "--set", "mesh.cells=[48,48,1]", "--set",
+                          "physics.nu=0.0025", "--set", "output.plots=false", "--set",
+                          "output.fields=false"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["converged"] and s["cavity"]["re"] == pytest.approx(400.0)
+    du = _deviation(out / "centerline_u.csv", "u")
+    dv = _deviation(out / "centerline_v.csv", "v", skip=(MISPRINT_V400_X,))
+    assert du < 0.017 and dv < 0.018, (du, dv)

@@ -1,5 +1,10 @@
 """DFG 1995 cylinder benchmark 2D-1 (Re = 20) against Schäfer & Turek (1996).
 
+Reference values (FEATFLOW's, computed by V. John and G. Matthies on fine Q2 meshes, restated
+on TU Dortmund's DFG benchmark page): c_D 5.57953523384, c_L 0.010618948146, dp 0.11752016697,
+L_a 0.08473; Schäfer & Turek's ranges: c_D 5.57-5.59, c_L 0.0104-0.0110, dp 0.1172-0.1176,
+L_a 0.0842-0.0852.
+
 Measured (SIMPLE to residuals 1e-7, linear convection; benchmarks/cylinder.py):
 
 | cells around | cells  | c_D    | c_L     | dp      | L_a    |
@@ -8,14 +13,17 @@ Measured (SIMPLE to residuals 1e-7, linear convection; benchmarks/cylinder.py):
 | 88           | 8 819  | 5.5788 | 0.01145 | 0.11724 | 0.0776 |
 | 128          | 18 828 | 5.5817 | 0.01108 | 0.11737 | 0.0805 |
 | 176          | 35 447 | 5.5822 | 0.01091 | 0.11743 | 0.0820 |
-| published    |        | 5.57-5.59 | 0.0104-0.0110 | 0.1172-0.1176 | 0.0842-0.0852 |
 
-The coarse built-in mesh misses the ranges by its discretisation error, which the study
-measures: c_D -0.1 %, c_L +10 %, dp -0.3 %, L_a -13.5 % from the middle of the ranges.  The
-tolerances below are those errors with about half again as margin (c_D 1 %, c_L 15 %, dp 1.5 %,
-L_a 18 %): a lost viscous force (a third of c_D), a wrong depth or sign, or a pressure
-taken at the wrong place is far outside them.  The second test checks that one refinement
-step moves every quantity towards the published value, as the study does.
+On the built-in mesh c_D is 0.12 % and dp 0.42 % below the reference values; the tolerances,
+0.3 % and 0.6 %, are about the width of the published ranges (c_D 5.57-5.59 is 0.36 % wide,
+dp 0.34 %) and no more than half again those errors: a lost viscous force (a third of c_D),
+a wrong depth or sign, or a pressure taken a cell away is far outside them.  c_L (+11 %)
+and L_a (-13.5 %) are not in range on this mesh, so they are judged where they are: c_L
+(with c_D and dp) inside the published ranges at 176 cells around, and L_a, which converges
+like h^1.6, by Richardson extrapolation from 64, 88 and 176 cells around (the slow test).
+On the built-in mesh L_a is checked against OpenFOAM's simpleFoam on the same mesh (0.0733,
+docs/cylinder.md), and one refinement step must move every quantity towards the reference
+values.
 """
 
 from __future__ import annotations
@@ -25,12 +33,17 @@ import json
 import numpy as np
 import pytest
 from mpi4py import MPI
+from scipy.optimize import brentq
 
 from haloflow.case import load_case
 from haloflow.run import run_case
 
-MID = {"cd": 5.58, "cl": 0.0107, "dp": 0.1174, "la": 0.0847}  # middle of the published ranges
-TOL = {"cd": 0.01, "cl": 0.15, "dp": 0.015, "la": 0.18}
+# FEATFLOW reference values (John & Matthies), and Schäfer & Turek's ranges
+REF = {"cd": 5.57953523384, "cl": 0.010618948146, "dp": 0.11752016697, "la": 0.08473}
+RANGE = {"cd": (5.57, 5.59), "cl": (0.0104, 0.0110), "dp": (0.1172, 0.1176),
+         "la": (0.0842, 0.0852)}
+TOL = {"cd": 0.003, "dp": 0.006}  # relative, on the built-in mesh
+LA_SIMPLEFOAM_64 = 0.0733  # simpleFoam (SIMPLEC, Gauss linear) on the built-in mesh
 QUIET = ["output.fields=false", "output.plots=false"]
 
 
@@ -45,15 +58,35 @@ def builtin(tmp_path_factory):
                     quiet=True), out
 
 
+@pytest.fixture(scope="module")
+def refined(tmp_path_factory):
+    """``refined(cells_around)``: the coefficients of a run on a finer mesh, run once."""
+    done = {}
+
+    def run(n):
+        if n not in done:
+            out = tmp_path_factory.mktemp(f"cylinder{n}") / "run"
+            s = run_case(load_case("cylinder", [f"mesh.cells_around={n}", *QUIET]), out,
+                         MPI.COMM_SELF, quiet=True)
+            assert s["converged"], n
+            done[n] = coefficients(s["cylinder"])
+        return done[n]
+
+    return run
+
+
 def test_builtin_case_against_schaefer_turek(builtin):
     s, out = builtin
     assert s["converged"] and s["cells"] == 4707 and s["iterations"] < 300
     c = s["cylinder"]
     assert c["re"] == pytest.approx(20.0)
     got = coefficients(c)
-    for k, v in got.items():
-        assert v == pytest.approx(MID[k], rel=TOL[k]), (k, got)
-    assert c["cd_viscous"] == pytest.approx(1.94, rel=0.03)  # about a third of the drag
+    for k, tol in TOL.items():
+        assert got[k] == pytest.approx(REF[k], rel=tol), (k, got)
+    assert got["la"] == pytest.approx(LA_SIMPLEFOAM_64, rel=0.01), got
+    # the drag is pressure plus friction; friction is about a third of it at Re 20
+    assert c["cd_pressure"] + c["cd_viscous"] == pytest.approx(c["cd_final"], rel=1e-9)
+    assert 0.3 < c["cd_viscous"] / c["cd_final"] < 0.4
     assert c["st"] is None and c["reference"]["cd"] == [5.57, 5.59]
     # files: the series per iteration, the same in summary.json and forces.csv
     assert json.loads((out / "summary.json").read_text())["cylinder"] == c
@@ -62,17 +95,45 @@ def test_builtin_case_against_schaefer_turek(builtin):
     assert cd[-1] == pytest.approx(c["cd_final"], rel=1e-9) and c["cd"] == pytest.approx(cd)
     assert fx[-1] * 2 / (0.2 ** 2 * 0.1) == pytest.approx(cd[-1])  # per unit depth
     assert (out / "plots" / "cylinder_forces.png").stat().st_size > 0
-    assert "cylinder, Re = 20: c_D 5.57" in (out / "log.txt").read_text()
+    # the log reports the computed c_D beside the published range (not a recorded value)
+    assert (f"cylinder, Re = 20: c_D {c['cd_final']:.4f} [5.57, 5.59]"
+            in (out / "log.txt").read_text())
     assert s["phases_s"]["monitor"][0] < 0.1 * s["loop_s"]
 
 
-def test_refinement_moves_towards_the_benchmark(builtin, tmp_path):
+def test_refinement_moves_towards_the_benchmark(builtin, refined):
     coarse = coefficients(builtin[0]["cylinder"])
-    fine = coefficients(run_case(load_case("cylinder", ["mesh.cells_around=88", *QUIET]),
-                                 tmp_path / "fine", MPI.COMM_SELF, quiet=True)["cylinder"])
-    for k in MID:
-        assert abs(fine[k] - MID[k]) < abs(coarse[k] - MID[k]), (k, coarse, fine)
-    assert fine["cd"] == pytest.approx(MID["cd"], rel=0.005)
+    fine = refined(88)
+    for k in REF:
+        assert abs(fine[k] - REF[k]) < abs(coarse[k] - REF[k]), (k, coarse, fine)
+    assert fine["cd"] == pytest.approx(REF["cd"], rel=0.003)
+    assert fine["dp"] == pytest.approx(REF["dp"], rel=0.003)
+
+
+def richardson(n, v):
+    """Extrapolated value and observed order from three meshes with ``n`` cells around
+    (h ~ 1 / n) and values ``v``: v = v_inf - C h^p through all three."""
+    h = 1.0 / np.asarray(n, dtype=float)
+    ratio = (v[1] - v[0]) / (v[2] - v[1])
+    p = brentq(lambda q: (h[0] ** q - h[1] ** q) / (h[1] ** q - h[2] ** q) - ratio, 0.2, 6.0)
+    c = (v[2] - v[1]) / (h[1] ** p - h[2] ** p)
+    return v[2] + c * h[2] ** p, p
+
+
+@pytest.mark.slow
+def test_fine_mesh_reaches_the_published_ranges(builtin, refined):
+    """176 cells around (35 447 cells): c_D, c_L and dp inside Schäfer & Turek's ranges.
+    L_a extrapolated from 64, 88 and 176 cells around (observed order about 1.6): 0.0842,
+    0.6 % below the reference value, at the lower end of the range (whose half-width is
+    0.6 %); checked to 1 % of the reference value."""
+    fine = refined(176)
+    for k in ("cd", "cl", "dp"):
+        lo, hi = RANGE[k]
+        assert lo <= fine[k] <= hi, (k, fine)
+    la = [builtin[0]["cylinder"]["la"], refined(88)["la"], fine["la"]]
+    la_inf, order = richardson([64, 88, 176], la)
+    assert 1.0 < order < 2.5, (la, order)
+    assert la_inf == pytest.approx(REF["la"], rel=0.01), (la, la_inf, order)
 
 
 def test_unsteady_run_records_every_step(tmp_path):
@@ -85,3 +146,35 @@ def test_unsteady_run_records_every_step(tmp_path):
     assert c["time"][-1] == pytest.approx(30 * case.solver.dt)
     assert c["st"] is None and c["periods"] < 3 and c["re"] == pytest.approx(100.0)
     assert 1.0 < c["cd_final"] < 10.0  # impulsive start: drag well above the periodic 3.2
+
+
+# -- 2D-2 (Re = 100): periodic shedding -----------------------------------------------------------
+
+# Schäfer & Turek's ranges for 2D-2, and OpenFOAM's pimpleFoam on the same 64 mesh with the same
+# scheme (backward in time, Gauss linear, 2 PISO correctors; docs/cylinder.md)
+RANGE_2D2 = {"st": (0.295, 0.305), "cd_max": (3.22, 3.24), "cl_max": (0.99, 1.01)}
+PIMPLEFOAM_64 = {"st": 0.2759, "cd_max": 3.1625, "cl_max": 1.0271}
+TOL_PIMPLEFOAM = {"st": 0.02, "cd_max": 0.01, "cl_max": 0.03}
+TOL_RANGE_64 = {"st": 0.08, "cd_max": 0.03, "cl_max": 0.05}
+
+
+@pytest.mark.slow
+def test_re100_shedding_against_the_benchmark(tmp_path):
+    """The built-in cylinder_re100 case (64 cells around, dt 0.002) from rest to t = 7, as in
+    docs/cylinder.md's table: 3 500 BDF2 PISO steps, shedding periodic from about t = 3, the
+    values over the last 6 periods (St 0.2778, c_D,max 3.1624, c_L,max 1.0435 measured).
+
+    Against pimpleFoam on the same mesh and scheme (0.2759, 3.1625, 1.0271): St within 2 %,
+    c_D,max 1 %, c_L,max 3 % (measured 0.7 %, 0.0 %, 1.6 %).  Against the middle of Schäfer &
+    Turek's ranges this coarse mesh is 7.4 % low in St, 2.1 % in c_D,max and 4.4 % high in
+    c_L,max (all three inside at 176 cells around); bands 8 %, 3 %, 5 %.  Convecting with the
+    extrapolated flux 2 phi^n - phi^(n-1), a defect found once, damped c_L,max to 0.84: far
+    outside both."""
+    case = load_case("cylinder_re100", ["solver.end_time=7", *QUIET])
+    s = run_case(case, tmp_path / "re100", MPI.COMM_SELF, quiet=True)
+    c = s["cylinder"]
+    assert s["steps"] == 3500 and c["re"] == pytest.approx(100.0) and c["periods"] == 6
+    for k, ref in PIMPLEFOAM_64.items():
+        assert c[k] == pytest.approx(ref, rel=TOL_PIMPLEFOAM[k]), (k, c[k])
+        mid = 0.5 * sum(RANGE_2D2[k])
+        assert c[k] == pytest.approx(mid, rel=TOL_RANGE_64[k]), (k, c[k])
