@@ -25,10 +25,12 @@ import numba as nb
 MIN_ROWS = int(os.environ.get("HALOFLOW_THREAD_MIN_ROWS", 100_000))
 
 _KERNELS: list[tuple[dict, str, object, object]] = []
+_bound = {"threaded": False}  # what use_threads bound last: a kernel imported later follows
 
 
 def kernel(fn):
-    """Compile ``fn`` serially (bound now) and threaded (bound by ``use_threads``)."""
+    """Compile ``fn`` serially and threaded; the build ``use_threads`` chose last is bound
+    (serial until it is called), also for kernels whose module is imported after it."""
     threaded = nb.njit(cache=True, parallel=True)(fn)
     twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
                               fn.__closure__)
@@ -36,13 +38,14 @@ def kernel(fn):
     twin.__module__, twin.__doc__ = fn.__module__, fn.__doc__
     serial = nb.njit(cache=True)(twin)
     _KERNELS.append((fn.__globals__, fn.__name__, serial, threaded))
-    return serial
+    return threaded if _bound["threaded"] else serial
 
 
 def use_threads(threads: int, rows: int) -> bool:
     """Bind the threaded kernels if ``threads`` > 1 and ``rows`` >= MIN_ROWS, else the
     serial ones; returns whether threaded kernels are now bound."""
     on = threads > 1 and rows >= MIN_ROWS
+    _bound["threaded"] = on
     for module, name, serial, threaded in _KERNELS:
         module[name] = threaded if on else serial
     return on

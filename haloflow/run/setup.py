@@ -86,7 +86,6 @@ def setup(case, comm, threads: int, log) -> Run:
     timers = Timers()
     with timers("setup"):
         lmesh = local_mesh(case, comm, log)
-        threaded = use_threads(threads, lmesh.n_owned)  # serial kernels unless they pay
         # the solver's fields are numpy arrays: device staging is emulated, copies counted
         ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
         red = Reducer(comm)
@@ -94,4 +93,6 @@ def setup(case, comm, threads: int, log) -> Run:
                              physics=case.physics, boundary=case.boundary,
                              initial=case.initial, mesh=case.mesh, halo=case.parallel.halo)
         posts = [post(lmesh, case, solver, red) for post in enabled(case)]
+        # serial kernels unless they pay; bound once every kernel module is imported
+        threaded = use_threads(threads, lmesh.n_owned)
     return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts)
