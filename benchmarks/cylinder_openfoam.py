@@ -17,19 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from openfoam import HEAD, foam_env, run_foam
 
-BASHRCS = ("/usr/share/openfoam/etc/bashrc", "/usr/lib/openfoam/openfoam/etc/bashrc")
 TYPES = {"inlet": "patch", "outlet": "patch", "walls": "wall", "cylinder": "wall",
          "front": "empty", "back": "empty"}
-HEAD = ("FoamFile\n{{\n    version 2.0;\n    format ascii;\n    class {cls};\n"
-        "    object {obj};\n}}\n")
 
 
 def write_polymesh(mesh, folder: Path) -> None:
@@ -152,8 +148,8 @@ def main() -> int:
     ap.add_argument("-o", "--output", type=Path,
                     default=Path("benchmarks/results/cylinder_openfoam.json"))
     a = ap.parse_args()
-    bashrc = next((b for b in BASHRCS if Path(b).exists()), None)
-    if bashrc is None:
+    env = foam_env()
+    if env is None:
         print("OpenFOAM not found (no etc/bashrc): nothing to compare")
         return 1
     dt = a.dt or 0.002 * 64 / a.cells_around
@@ -162,12 +158,7 @@ def main() -> int:
         cells = write_case(root, a.cells_around, dt, a.end_time)
         print(f"pimpleFoam on haloflow's cylinder mesh, {a.cells_around} cells around "
               f"({cells} cells), dt {dt:g}, t = 0 .. {a.end_time:g}", flush=True)
-        run = subprocess.run(["bash", "-c", f"set +u; source {bashrc} >/dev/null 2>&1; "
-                              "pimpleFoam"], cwd=root, capture_output=True, text=True,
-                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-        if run.returncode:
-            print(run.stdout[-2000:], run.stderr[-2000:])
-            return 1
+        run_foam(env, root, "pimpleFoam", root / "log.pimpleFoam")
         dat = next((root / "postProcessing" / "forces").rglob("coefficient*.dat"))
         d = np.loadtxt(dat, comments="#")
     row = {"cells_around": a.cells_around, "cells": cells, "dt": dt, "end_time": a.end_time,

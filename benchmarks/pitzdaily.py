@@ -34,43 +34,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from openfoam import HEAD, foam_env, mpirun_command, run_foam, wait_quiet
 
 BIN = Path(sys.executable).parent
 CASES = Path(__file__).resolve().parents[1] / "haloflow" / "cases"
-BASHRCS = ("/usr/share/openfoam/etc/bashrc", "/usr/lib/openfoam/openfoam/etc/bashrc")
 
 NU = 1e-3
 U_IN = 10.0
-
-
-# -- a quiet machine ---------------------------------------------------------------------------
-
-def busy(dt: float = 1.0) -> float | None:
-    """Fraction of all cores busy over ``dt`` seconds (/proc/stat), None where unknown."""
-    def sample():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return sum(v), v[3] + v[4]  # total, idle + iowait
-
-    try:
-        t0, i0 = sample()
-        time.sleep(dt)
-        t1, i1 = sample()
-    except OSError:
-        return None
-    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
-
-
-def wait_quiet(threshold: float, limit: float) -> float | None:
-    """Wait (up to ``limit`` s) until other jobs use less than ``threshold`` of the cores;
-    the busy fraction last seen."""
-    end = time.monotonic() + limit
-    b = busy()
-    while b is not None and b > threshold and time.monotonic() < end:
-        b = busy()
-    return b
 
 
 # -- haloflow ----------------------------------------------------------------------------------
@@ -102,17 +74,6 @@ def _phases(prof: dict) -> dict:
 
 # -- OpenFOAM ----------------------------------------------------------------------------------
 
-def foam_env() -> str | None:
-    """A shell prefix that puts OpenFOAM on the path, or None when it is not installed."""
-    if os.environ.get("WM_PROJECT_DIR") and shutil.which("simpleFoam"):
-        return ""
-    for rc in (os.environ.get("FOAM_BASHRC"), *BASHRCS):
-        if rc and Path(rc).is_file():
-            return f"source {rc} >/dev/null 2>&1; "
-    return None
-
-
-HEAD = "FoamFile {{ version 2.0; format ascii; class {cls}; object {obj}; }}\n"
 FILES = {
     "constant/transportProperties": ("dictionary", f"transportModel Newtonian;\nnu {NU!r};\n"),
     "constant/turbulenceProperties": ("dictionary", "simulationType laminar;\n"),
@@ -200,18 +161,8 @@ def foam_case(root: Path, env: str, tight: bool = False) -> Path:
     shutil.copy(CASES / "pitzdaily" / "blockMeshDict", case / "system" / "blockMeshDict")
     (case / "system" / "controlDict").write_text(control(5000))
     for tool in ("blockMesh", "decomposePar -force"):
-        _sh(env, case, tool, case / f"log.{tool.split()[0]}")
+        run_foam(env, case, tool, case / f"log.{tool.split()[0]}")
     return case
-
-
-def _sh(env: str, case: Path, cmd: str, log: Path) -> float:
-    t = time.perf_counter()
-    res = subprocess.run(["bash", "-c", f"{env}cd {case} && {cmd} > {log} 2>&1"])
-    wall = time.perf_counter() - t
-    if res.returncode:
-        raise SystemExit(f"{cmd} failed in {case}: see the end of {log}:\n"
-                         + "\n".join(log.read_text().splitlines()[-15:]))
-    return wall
 
 
 def simplefoam(ranks: int, case: Path, env: str, mpirun: str, quiet: tuple) -> dict:
@@ -222,7 +173,7 @@ def simplefoam(ranks: int, case: Path, env: str, mpirun: str, quiet: tuple) -> d
     for end in (1, 5000):
         (case / "system" / "controlDict").write_text(control(end))
         log = case / f"log.simpleFoam.{ranks}.{end}"
-        walls[end] = _sh(env, case, cmd, log)
+        walls[end] = run_foam(env, case, cmd, log)
     text = log.read_text()
     m = re.search(r"SIMPLE solution converged in (\d+) iterations", text)
     n = int(m.group(1)) if m else len(re.findall(r"^Time = ", text, re.M))
@@ -234,15 +185,6 @@ def simplefoam(ranks: int, case: Path, env: str, mpirun: str, quiet: tuple) -> d
             "ms_per_iteration": 1e3 * (walls[5000] - walls[1]) / max(n - 1, 1),
             "wall_s": walls[5000], "startup_s": walls[1],
             "busy_before": load if load is None else round(load, 3)}
-
-
-def mpirun_command() -> str:
-    """OpenFOAM's own mpirun; Open MPI refuses root and more ranks than cores without flags."""
-    try:
-        v = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
-    except OSError:
-        return "mpirun"
-    return "mpirun --allow-run-as-root --oversubscribe" if "Open MPI" in v else "mpirun"
 
 
 # -- main --------------------------------------------------------------------------------------
