@@ -267,13 +267,16 @@ def _schema() -> dict[str, Any]:
                 "method": _Key(_choice("amg-cg", "cg-jacobi"), "amg-cg"),
                 "tol": _Key(_POSITIVE, 1e-8),
                 "rel_tol": _Key(_number(0), 0.0),  # stop at rel_tol x the initial residual
+                "final_rel_tol": _Key(_number(0), 0.0),  # on a PISO step's last solve
                 "max_iter": _Key(_integer(1), 5000),
             },
             "momentum": {
-                "method": _Key(_choice("bicgstab-jacobi", "bicgstab-sgs"), "bicgstab-jacobi"),
+                "method": _Key(_choice("bicgstab-jacobi", "bicgstab-sgs", "sgs"),
+                               "bicgstab-jacobi"),
                 "tol": _Key(_POSITIVE, 1e-8),
                 "rel_tol": _Key(_number(0), 0.0),
                 "max_iter": _Key(_integer(1), 1000),
+                "n_sweeps": _Key(_integer(1), 1),  # sgs: sweeps between residual checks
             },
         },
         "parallel": {

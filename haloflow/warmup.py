@@ -19,9 +19,10 @@ def warm() -> None:
 
     halo.warm()
     small = [  # AMG with a K-cycle level; overlapped SpMVs; PISO, BDF2 and SIMPLE; inlets,
-        # outlets, periodic pairs
+        # outlets, periodic pairs; momentum by symmetric Gauss-Seidel sweeps
         ("cavity", ["mesh.cells=[80,80,1]", "solver.max_steps=2", "parallel.halo=packed"]),
         ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "parallel.halo=overlap"]),
+        ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "solver.momentum.method=sgs"]),
         ("channel", ["mesh.cells=[12,4,1]", "solver.max_iterations=2"]),
         ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2"]),
         ("taylor_green", ["mesh.cells=[6,6,1]", "solver.max_steps=3"]),  # periodic, BDF2

@@ -60,8 +60,6 @@ from types import SimpleNamespace
 
 import numba as nb
 import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from ..parallel import halo, transfer
 from ..parallel.reduce import Reducer, self_reducer
@@ -934,6 +932,9 @@ class AMG:
             rows = np.append(rows, lev.pinned)
             cols = np.append(cols, lev.pinned)
             data = np.append(data, 1.0)
+        import scipy.sparse as sp  # here only: a run without AMG never loads scipy.sparse
+        import scipy.sparse.linalg as spla
+
         A = sp.csc_matrix((data, (rows, cols)), shape=(n, n))
         lev.lu = spla.splu(A, permc_spec="COLAMD")
 

@@ -15,6 +15,7 @@ import numpy as np
 from ..linalg.krylov import bicgstab
 from ..linalg.matrix import DistMatrix
 from ..linalg.precond import SymmetricGaussSeidel
+from ..linalg.smoother import sgs
 from .bcs import velocity_boundary_values
 from .patches import EMPTY, FIXED, SYMMETRY
 from .schemes import linear_upwind_source, nonorth_diffusion_source
@@ -185,19 +186,26 @@ class Momentum:
 
     def predict(self, grad) -> list:
         """Solve for each component with the pressure gradient ``grad``; ghosts exchanged."""
-        T, cfg = self.timers, self.cfg
+        T = self.timers
         u_solves = []
         with T("solve_U"):
             for d in self.comps:
                 np.multiply(self.vol, grad[d], out=self.rhs)
                 np.subtract(self.b0[d], self.rhs, out=self.rhs)
-                u_solves.append(bicgstab(self.M, self.rhs, self.U[d], cfg.tol, cfg.max_iter,
-                                         self.red, self.ws,
-                                         None if self.pre is None else self.pre.apply,
-                                         cfg.rel_tol))
+                u_solves.append(self._solve(self.U[d]))
         with T("halo"):
             self.ex.exchange(self.u_fields)
         return u_solves
+
+    def _solve(self, x):
+        """``M x = rhs`` by the configured method: BiCGStab (Jacobi or SGS preconditioned)
+        or symmetric Gauss-Seidel sweeps alone."""
+        cfg = self.cfg
+        if cfg.method == "sgs":
+            return sgs(self.M, self.rhs, x, cfg.tol, cfg.max_iter, self.red, self.ws,
+                       cfg.rel_tol, cfg.n_sweeps)
+        return bicgstab(self.M, self.rhs, x, cfg.tol, cfg.max_iter, self.red, self.ws,
+                        None if self.pre is None else self.pre.apply, cfg.rel_tol)
 
     def h_by_a(self, HbyA, rAU) -> None:
         """``H/A`` and ``V/A`` on owned cells from the matrix and the current velocity."""

@@ -122,7 +122,7 @@ class PisoSolver:
         self.ts.begin_step(self.U)
         self._assemble_momentum()
         u_solves = self.momentum.predict(self.grad)
-        p_solves = [self._correct() for _ in range(self.n_corr)]
+        p_solves = [self._correct(k == self.n_corr - 1) for k in range(self.n_corr)]
         self.closure.solve(self)
         self.time += self.dt
         continuity, change = self.monitor(self.phi, self.U, self.ts.U_old, self.dt, self.time)
@@ -142,14 +142,15 @@ class PisoSolver:
     def _relax_momentum(self) -> None:
         """Implicit under-relaxation of the momentum equation: none in PISO."""
 
-    def _correct(self) -> SolveInfo:
+    def _correct(self, last: bool) -> SolveInfo:
         """One pressure correction: H/A, predicted fluxes, the pressure equation, then
-        fluxes and velocity from the new pressure."""
+        fluxes and velocity from the new pressure; ``last``: the step's last correction,
+        solved to the final tolerance."""
         with self.timers("assemble"):
             self._hbya()
         self.pressure.predict_fluxes(self.HbyA, self.rAU, self._h_fields)
         self._flux_memory()
-        info = self.pressure.solve(self.rAU)
+        info = self.pressure.solve(self.rAU, last)
         self._update()
         return info
 

@@ -6,6 +6,10 @@ predicted flux, so the pressure equation and the corrected fluxes stay exactly c
 after each correction the fluxes are divergence-free to the pressure solver's tolerance.
 The system is solved by CG with AMG (K-cycle, flexible CG) or Jacobi preconditioning; with
 no fixed pressure anywhere it is singular and the free constant is pinned to a zero mean.
+Tolerances follow OpenFOAM's p / pFinal: every solve stops at ``tol`` or ``rel_tol`` times
+its initial residual, except the final one of a time step (the last non-orthogonal solve of
+the last corrector), which uses ``final_rel_tol``: intermediate corrections need no exact
+solve, the fluxes a step ends with do.
 """
 
 from __future__ import annotations
@@ -150,12 +154,14 @@ class Pressure:
         with T("fluxes"):
             predicted_fluxes(*pre, nint if self.ex.overlaps else 0, ni, True)
 
-    def solve(self, rAU) -> SolveInfo:
+    def solve(self, rAU, final: bool) -> SolveInfo:
         """The pressure equation from ``phiH``, solved into ``p``; on non-orthogonal meshes
         with the part from the latest pressure gradient, ghosts included, then
-        ``n_nonorth`` repeats with the part from the pressure just solved."""
+        ``n_nonorth`` repeats with the part from the pressure just solved.  ``final``: the
+        step's last correction, whose last solve stops at ``final_rel_tol``."""
+        cfg = self.cfg
         if not self.nonorth:
-            return self._solve(True)
+            return self._solve(True, cfg.final_rel_tol if final else cfg.rel_tol)
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
         self.phiH0[:] = self.phiH
         for k in range(1 + self.n_nonorth):
@@ -170,7 +176,8 @@ class Pressure:
             with T("fluxes"):
                 nonorth_flux_correction(lm.owner, lm.neighbour, fc.weight, fc.corr, rAU,
                                         self.grad, self.comps, self.phiH)
-            last = self._solve(k == 0)
+            final_solve = final and k == self.n_nonorth
+            last = self._solve(k == 0, cfg.final_rel_tol if final_solve else cfg.rel_tol)
             if k == 0:
                 info = last
             else:
@@ -178,9 +185,10 @@ class Pressure:
                 info.res, info.converged = last.res, info.converged and last.converged
         return info
 
-    def _solve(self, first: bool) -> SolveInfo:
-        """Assemble and solve the pressure equation from ``phiH``; ``first``: the first solve
-        of this correction (the AMG is refreshed for the new matrix)."""
+    def _solve(self, first: bool, rel_tol: float) -> SolveInfo:
+        """Assemble and solve the pressure equation from ``phiH`` to ``tol`` or ``rel_tol``;
+        ``first``: the first solve of this correction (the AMG is refreshed for the new
+        matrix)."""
         lm, bc, T = self.lm, self.bc, self.timers
         n = lm.n_owned
         with T("assemble"):
@@ -199,10 +207,10 @@ class Pressure:
                 elif first:
                     self.amg.refresh()
                 info = fcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,
-                           self.amg.apply, cfg.rel_tol)
+                           self.amg.apply, rel_tol)
             else:
                 info = pcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,
-                           cfg.rel_tol)
+                           rel_tol)
             if self.singular:  # pin the free constant: zero mean pressure
                 mean = self.red.sum(float(self.p[:n].sum()))[0] / lm.n_cells_global
                 self.p[:n] -= mean

@@ -103,9 +103,11 @@ class SimpleSolver(PisoSolver):
     def _relax_momentum(self) -> None:
         self.momentum.relax(self.alpha_u)
 
-    def _correct(self):
+    def _correct(self, last: bool):
+        """The one correction of an iteration solves to ``rel_tol``, never to the final
+        tolerance: steady iterations need no exact solve (simpleFoam uses p, not pFinal)."""
         self.p_prev[:] = self.p  # relax_pressure's old value
-        return super()._correct()
+        return super()._correct(False)
 
     def _hbya(self) -> None:
         super()._hbya()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import memory
+
 SUMMARY_PHASES = ("assemble", "fluxes", "solve_U", "solve_p", "halo", "monitor")
 
 
@@ -131,6 +133,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float) -> dict:
         prof_steps, first = loop.steps - 1, 1
     records = comm.gather(record, root=0)
     halo_stats = comm.gather(run.ex.stats.as_dict(), root=0)
+    rss = comm.gather((run.rss_base, memory.peak_rss_bytes(), run.lmesh.n_owned), root=0)
     for e in exchangers:
         e.close()
     if not root:
@@ -153,6 +156,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float) -> dict:
     for line in profiling.table(prof):
         log(line)
     summary = _summary(run, loop, arr, prof, halo_stats, time.perf_counter() - t_start)
+    summary |= memory.summary(rss)
     for post in run.posts:
         entry = entries.get(post.name)
         if entry:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import RunError
+from .memory import rss_bytes
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Run:
     solver: object
     timers: object
     posts: list  # the enabled post-processors, in registry order
+    rss_base: int  # bytes resident before the mesh was built (memory.rss_bytes)
 
     @property
     def amg(self):
@@ -84,6 +86,7 @@ def setup(case, comm, threads: int, log) -> Run:
     from ..post import enabled
 
     timers = Timers()
+    rss_base = rss_bytes()
     with timers("setup"):
         lmesh = local_mesh(case, comm, log)
         # the solver's fields are numpy arrays: device staging is emulated, copies counted
@@ -95,4 +98,4 @@ def setup(case, comm, threads: int, log) -> Run:
         posts = [post(lmesh, case, solver, red) for post in enabled(case)]
         # serial kernels unless they pay; bound once every kernel module is imported
         threaded = use_threads(threads, lmesh.n_owned)
-    return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts)
+    return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts, rss_base)
