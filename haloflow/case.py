@@ -222,6 +222,7 @@ _SECTIONS = ("mesh", "initial", "physics", "boundary", "solver", "parallel", "ou
 def _schema() -> dict[str, Any]:
     """Keys, kinds and defaults of every section.  The names of halo strategies, solver
     algorithms and post-processors come from their registries, read on first use."""
+    from .linalg.methods import PRESSURE_METHODS
     from .parallel.halo import STRATEGIES
     from .physics import SOLVERS
 
@@ -264,7 +265,7 @@ def _schema() -> dict[str, Any]:
                 "p": _Key(_FRACTION, 0.3),
             },
             "pressure": {
-                "method": _Key(_choice("amg-cg", "cg-jacobi"), "amg-cg"),
+                "method": _Key(_choice(*PRESSURE_METHODS), "amg-cg"),
                 "tol": _Key(_POSITIVE, 1e-8),
                 "rel_tol": _Key(_number(0), 0.0),  # stop at rel_tol x the initial residual
                 "final_rel_tol": _Key(_number(0), 0.0),  # on a PISO step's last solve

@@ -102,6 +102,13 @@ class Workspace:
         self.v = [np.zeros(n_cells) for _ in range(count)]
         self.invd = np.zeros(n_rows)
 
+    def reserve(self, count: int) -> list:
+        """The first ``count`` vectors, adding the missing ones (once: call it when a solver
+        is set up, so that no solve allocates)."""
+        n_cells = len(self.v[0])
+        self.v += [np.zeros(n_cells) for _ in range(count - len(self.v))]
+        return self.v[:count]
+
 
 def pcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, rel_tol: float = 0.0
         ) -> SolveInfo:

@@ -18,8 +18,10 @@ import numba as nb
 import numpy as np
 
 from ..linalg.amg import AMG
-from ..linalg.krylov import SolveInfo, fcg, pcg
+from ..linalg.krylov import SolveInfo
+from ..linalg.lowsync import PIPECG_VECTORS
 from ..linalg.matrix import DistMatrix
+from ..linalg.methods import pressure_method
 from .patches import FIXED, ZERO_GRADIENT
 from .schemes import nonorth_flux_correction
 
@@ -122,6 +124,8 @@ class Pressure:
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
         self.nonorth, self.n_nonorth, self.singular = nonorth, n_nonorth, singular
         self.cfg, self.halo = settings, halo
+        self.krylov, self.precond = pressure_method(settings.method)
+        workspace.reserve(PIPECG_VECTORS)  # the most any pressure method needs
         self.sf = lm.geometry.face_areas
         self.P = DistMatrix(pattern, exchanger, timers)
         self.amg = None  # built from the first matrix
@@ -201,16 +205,15 @@ class Pressure:
                 self.rhs[:n] -= mean
         with T("solve_p"):
             cfg = self.cfg
-            if cfg.method == "amg-cg":
+            args = (self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws)
+            if self.precond == "amg":
                 if self.amg is None:  # aggregates from the first matrix, then refreshed
                     self.amg = AMG(self.P, lm, self.red, strategy=self.halo, timers=T)
                 elif first:
                     self.amg.refresh()
-                info = fcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,
-                           self.amg.apply, rel_tol)
+                info = self.krylov(*args, self.amg.apply, rel_tol)
             else:
-                info = pcg(self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws,
-                           rel_tol)
+                info = self.krylov(*args, rel_tol=rel_tol)
             if self.singular:  # pin the free constant: zero mean pressure
                 mean = self.red.sum(float(self.p[:n].sum()))[0] / lm.n_cells_global
                 self.p[:n] -= mean

@@ -85,11 +85,15 @@ runpy.run_module("haloflow", run_name="__main__", alter_sys=True)
 
 # pressure by AMG-FCG and by Jacobi-CG, momentum by BiCGStab with Jacobi and with symmetric
 # Gauss-Seidel (the kernels without a built-in preconditioner), SpMV in one sweep and in the
-# inner/outer runs of the overlapped exchange: every kernel built both ways
+# inner/outer runs of the overlapped exchange, and the fewer-reduction CG variants (with
+# Jacobi fused and with the AMG): every kernel built both ways
 CONFIGS = {
     "amg": [],
     "cg-sgs-overlap": ["--set", "solver.pressure.method=cg-jacobi", "--set",
                        "solver.momentum.method=bicgstab-sgs", "--halo", "overlap"],
+    "amg-cg1": ["--set", "solver.pressure.method=amg-cg1"],
+    "cg1-jacobi": ["--set", "solver.pressure.method=cg1-jacobi"],
+    "pipecg-jacobi": ["--set", "solver.pressure.method=pipecg-jacobi"],
 }
 
 
