@@ -27,6 +27,16 @@ class SolveInfo:
     converged: bool = True
 
 
+def initial_info(rr: float, bb: float, tol: float, rel_tol: float):
+    """``(info, tol, ||b||)`` of a solve starting at residual norm² ``rr`` with ``||b||² =
+    bb``: every solver reports residuals relative to ``||b||`` and stops at the larger of
+    ``tol`` and ``rel_tol`` times the initial one (OpenFOAM's relTol)."""
+    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
+    info = SolveInfo(res0=np.sqrt(rr) / bnorm)
+    info.res = info.res0
+    return info, max(tol, rel_tol * info.res0), bnorm
+
+
 @kernel
 def _dot(a, b, n):
     s = 0.0
@@ -122,10 +132,7 @@ def pcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, rel_tol: float = 0.
     A.residual(x, b, r)
     rz, rr = _precondition(r, ws.invd, z, n)
     rz, rr, bb = red.sum(rz, rr, _dot(b, b, n))
-    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
-    info = SolveInfo(res0=np.sqrt(rr) / bnorm)
-    info.res = info.res0
-    tol = max(tol, rel_tol * info.res0)
+    info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
     if info.res0 <= tol:
         return info
     p[:n] = z[:n]
@@ -195,10 +202,7 @@ def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None,
     np.divide(1.0, A.diag, out=ws.invd)
     A.residual(x, b, r)
     rr, bb = red.sum(*_dot2(r, r, b, b, n))
-    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
-    info = SolveInfo(res0=np.sqrt(rr) / bnorm)
-    info.res = info.res0
-    tol = max(tol, rel_tol * info.res0)
+    info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
     if info.res0 <= tol:
         return info
     r0[:n] = r[:n]
@@ -271,10 +275,7 @@ def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond,
     r, z, p, q = ws.v[:4]
     A.residual(x, b, r)
     rr, bb = red.sum(*_dot2(r, r, b, b, n))
-    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
-    info = SolveInfo(res0=np.sqrt(rr) / bnorm)
-    info.res = info.res0
-    tol = max(tol, rel_tol * info.res0)
+    info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
     if info.res0 <= tol:
         return info
     precond(r, z)

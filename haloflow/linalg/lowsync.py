@@ -34,7 +34,7 @@ import numpy as np
 
 from ..parallel.reduce import Reducer
 from ..parallel.threads import kernel
-from .krylov import SolveInfo, Workspace
+from .krylov import SolveInfo, Workspace, initial_info
 
 CG1_VECTORS = 5
 PIPECG_VECTORS = 9
@@ -122,10 +122,7 @@ def cg1(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None,
     n = A.pattern.n_rows
     r, u, w, p, s = ws.reserve(CG1_VECTORS)
     ru, wu, rr, bb = _start(A, b, x, red, ws, precond, r, u, w)
-    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
-    info = SolveInfo(res0=np.sqrt(rr) / bnorm)
-    info.res = info.res0
-    tol = max(tol, rel_tol * info.res0)
+    info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
     if info.res0 <= tol:
         return info
     p[:n] = u[:n]
@@ -219,10 +216,7 @@ def pipecg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None,
     bb = _dots_rb(b, b, n)[0]
     gamma, delta, rr, bb = _pipeline_start(A, b, x, red, ws, precond, r, u, w, m, nv, n,
                                            (bb,))
-    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
-    info = SolveInfo(res0=np.sqrt(rr) / bnorm)
-    info.res = info.res0
-    tol = max(tol, rel_tol * info.res0)
+    info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
     if info.res0 <= tol:
         return info
     fresh = True  # a new direction: beta = 0

@@ -19,7 +19,7 @@ import numba as nb
 import numpy as np
 
 from ..parallel.reduce import Reducer
-from .krylov import SolveInfo, Workspace
+from .krylov import SolveInfo, Workspace, initial_info
 
 
 @nb.njit(cache=True)
@@ -71,10 +71,7 @@ def sgs(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, rel_tol: float = 0.
     r = ws.v[0]
     A.residual(x, b, r)  # also brings the ghost values of x up to date for the first sweep
     rr, bb = red.sum(*_squares(r, b, n))
-    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
-    info = SolveInfo(res0=np.sqrt(rr) / bnorm)
-    info.res = info.res0
-    tol = max(tol, rel_tol * info.res0)
+    info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
     if info.res0 <= tol:
         return info
     np.divide(1.0, A.diag, out=ws.invd)
