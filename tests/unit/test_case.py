@@ -200,3 +200,20 @@ def test_file_errors_are_blamed_on_the_file(tmp_path):
     path = write(tmp_path, MINIMAL.replace("dt = 0.1", "dt = 0"))
     msg = error(path, ["solver.end_time=2"])
     assert msg.startswith(str(path)) and "solver.dt" in msg
+
+
+def test_reading_a_case_loads_no_kernels_mpi_or_plotting():
+    """The schema's names come from the registries (halo strategies, solvers, pressure
+    methods, patch types, post-processors), read without importing what they name: checking
+    a case file stays instant and needs no MPI."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from haloflow.case import load_case; "
+            "[load_case(n) for n in ('cavity', 'cylinder', 'pitzdaily', 'taylor_green')]; "
+            "print(sorted(m for m in ('numba', 'mpi4py', 'matplotlib', 'scipy.sparse') "
+            "if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"
