@@ -110,7 +110,7 @@ class Momentum:
     convection need velocity gradients, whose ghost rows are exchanged."""
 
     def __init__(self, U, lmesh, fc, bc, comps, gradient, nu_face, pattern, exchanger, red,
-                 workspace, timers, *, convection: str, nonorth: bool, settings):
+                 workspace, scratch, timers, *, convection: str, nonorth: bool, settings):
         lm = lmesh
         n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
         self.U, self.lm, self.fc, self.bc, self.comps = U, lm, fc, bc, comps
@@ -124,12 +124,10 @@ class Momentum:
         self.nonorth = nonorth
         self.M = DistMatrix(pattern, exchanger, timers)
         self.pre = SymmetricGaussSeidel(self.M) if settings.method == "bicgstab-sgs" else None
-        self.diag = np.zeros(n)
-        self.lower = np.zeros(ni)
-        self.upper = np.zeros(ni)
+        # assembled here, copied into M by fill(): the scratch the pressure equation reuses
+        self.diag, self.lower, self.upper = scratch.diag, scratch.lower, scratch.upper
+        self.rhs, self.work = scratch.rhs, scratch.work
         self.b0 = np.zeros((3, n))
-        self.rhs = np.zeros(n)
-        self.work = np.zeros(n)
         self.u_fields = [U[d] for d in comps]
         fcs = lm.geometry.face_centres
         self.fcn = fcs if lm.face_shift is None else np.ascontiguousarray(

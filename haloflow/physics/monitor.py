@@ -60,12 +60,12 @@ class StepMonitor:
     when the rms speed leaves any bound an incompressible flow with these boundary speeds
     (``u_ref``) can have."""
 
-    def __init__(self, lmesh, comps, red, timers, *, u_ref: float, advice: str):
+    def __init__(self, lmesh, comps, red, timers, work, *, u_ref: float, advice: str):
         self.lm, self.comps, self.red, self.timers = lmesh, comps, red, timers
         self.vol = lmesh.geometry.cell_volumes
         self.total_volume = red.sum(float(self.vol[: lmesh.n_owned].sum()))[0]
         self.u_ref, self.advice = u_ref, advice
-        self.work = np.zeros(lmesh.n_cells)
+        self.work = work  # (n_cells,) scratch
 
     def __call__(self, phi, U, U_old, dt: float, time: float) -> tuple[float, float]:
         """``(continuity, change)`` of a step of ``dt`` that ended at ``time``."""

@@ -23,6 +23,7 @@ from .monitor import StepInfo, StepMonitor
 from .patches import EMPTY
 from .pressure import Pressure, predicted_fluxes
 from .schemes import Gradient
+from .scratch import Scratch
 from .time import TIME_SCHEMES
 
 
@@ -53,7 +54,8 @@ class PisoSolver:
         singular = not red.any(self.bc.pressure_fixed_somewhere)
         # boundary speeds bound an incompressible flow's velocity; far above them it has blown up
         u_ref = max(1.0, red.max(float(np.abs(self.bc.u_value).max(initial=0.0)))[0])
-        self.monitor = StepMonitor(lm, self.comps, red, timers, u_ref=u_ref,
+        scratch = Scratch.of(lm)
+        self.monitor = StepMonitor(lm, self.comps, red, timers, scratch.work, u_ref=u_ref,
                                    advice=self._advice)
 
         self.U = np.zeros((3, n))
@@ -72,10 +74,10 @@ class PisoSolver:
         ws = Workspace(n, lm.n_owned, 8)
         common = (lm, self.fc, self.bc, self.comps, self.gradient)
         self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
-                                 red, ws, timers, convection=s.convection,
+                                 red, ws, scratch, timers, convection=s.convection,
                                  nonorth=self.nonorth, settings=s.momentum)
         self.pressure = Pressure(self.p, self.grad, self.phi, *common, pattern, exchanger, red,
-                                 ws, timers, nonorth=self.nonorth,
+                                 ws, scratch, timers, nonorth=self.nonorth,
                                  n_nonorth=int(s.n_nonorth_correctors), singular=singular,
                                  settings=s.pressure, halo=halo)
         self._initialise(initial, mesh, physics.nu)

@@ -115,10 +115,10 @@ class Pressure:
     non-orthogonal part of the latest pressure on non-orthogonal meshes (``nonorth``)."""
 
     def __init__(self, p, grad, phi, lmesh, fc, bc, comps, gradient, pattern, exchanger, red,
-                 workspace, timers, *, nonorth: bool, n_nonorth: int, singular: bool,
+                 workspace, scratch, timers, *, nonorth: bool, n_nonorth: int, singular: bool,
                  settings, halo: str):
         lm = lmesh
-        n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
+        nf = lm.n_faces
         self.p, self.grad, self.phi = p, grad, phi
         self.lm, self.fc, self.bc, self.comps, self.gradient = lm, fc, bc, comps, gradient
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
@@ -132,11 +132,9 @@ class Pressure:
         self.phiH = np.zeros(nf)
         self.g = np.zeros(nf)
         self.phiH0 = np.zeros(nf) if nonorth else None
-        self.diag = np.zeros(n)
-        self.lower = np.zeros(ni)
-        self.upper = np.zeros(ni)
-        self.rhs = np.zeros(n)
-        self.work = np.zeros(n)
+        # assembled here, copied into P: the scratch the momentum equation reuses
+        self.diag, self.lower, self.upper = scratch.diag, scratch.lower, scratch.upper
+        self.rhs, self.work = scratch.rhs, scratch.work
         self.p_field = [p]
         self.grad_fields = [grad[e] for e in comps]
 
