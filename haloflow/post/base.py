@@ -3,6 +3,27 @@
 from __future__ import annotations
 
 
+def needs_mesh(name: str, case, kind: str, why: str) -> None:
+    """Refuse a case whose ``mesh.type`` is not ``kind``: post-processor ``name`` reads
+    ``why``."""
+    from ..case import KeyProblem
+
+    if case.mesh.type != kind:
+        raise KeyProblem(("postprocess", name), f'postprocess.{name}: needs mesh.type = '
+                         f'"{kind}" ({why})', also=[("mesh", "type")])
+
+
+def needs_inlet_patch(name: str, case, why: str) -> None:
+    """Refuse a case whose patch ``inlet`` is not of type inlet (its U is the mean velocity
+    ``name`` scales by)."""
+    from ..case import KeyProblem
+
+    if case.boundary["inlet"].type != "inlet":
+        raise KeyProblem(("postprocess", name), f"postprocess.{name}: needs "
+                         f'boundary.inlet.type = "inlet" ({why})',
+                         also=[("boundary", "inlet", "type")])
+
+
 class PostProcessor:
     """One post-processor of a run, built on every rank once the solver exists.
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..io import refdata
 from ..io.probes import sample_2d
-from .base import PostProcessor
+from .base import PostProcessor, needs_mesh
 
 
 class Cavity(PostProcessor):
@@ -24,12 +24,7 @@ class Cavity(PostProcessor):
 
     @staticmethod
     def validate(case) -> None:
-        from ..case import KeyProblem
-
-        if case.mesh.type != "box":
-            raise KeyProblem(("postprocess", "cavity"), 'postprocess.cavity: needs mesh.type = '
-                             '"box" (the profiles are taken on the box\'s centrelines)',
-                             also=[("mesh", "type")])
+        needs_mesh("cavity", case, "box", "the profiles are taken on the box's centrelines")
 
     def report(self, outdir, fields) -> dict | None:
         if fields is None:

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from .base import PostProcessor
+from .base import PostProcessor, needs_mesh
 
 SYMMETRIC = ("symmetry", "slip")
 
@@ -34,9 +34,7 @@ class Channel(PostProcessor):
         from ..case import KeyProblem
 
         where = ("postprocess", "channel")
-        if case.mesh.type != "box":
-            raise KeyProblem(where, 'postprocess.channel: needs mesh.type = "box" (the profile '
-                             "is a column of the box's cells)", also=[("mesh", "type")])
+        needs_mesh("channel", case, "box", "the profile is a column of the box's cells")
         inlets = [k for k, b in case.boundary.items() if b.type == "inlet"]
         if len(inlets) != 1:
             raise KeyProblem(where, f"postprocess.channel: needs exactly one inlet patch (its U "

@@ -32,7 +32,7 @@ import os
 
 import numpy as np
 
-from .base import PostProcessor
+from .base import PostProcessor, needs_inlet_patch, needs_mesh
 from .step import reattachment
 
 # Published ranges (Schäfer & Turek 1996, table 4 and 5: the band the best results of the
@@ -66,17 +66,9 @@ class Cylinder(PostProcessor):
     @staticmethod
     def validate(case) -> None:
         """The cylinder mesh and its inlet's U (the mean velocity)."""
-        from ..case import KeyProblem
-
-        where = ("postprocess", "cylinder")
-        if case.mesh.type != "cylinder":
-            raise KeyProblem(where, 'postprocess.cylinder: needs mesh.type = "cylinder" (forces '
-                             "on its cylinder patch, pressures at the benchmark's points)",
-                             also=[("mesh", "type")])
-        if case.boundary["inlet"].type != "inlet":
-            raise KeyProblem(where, "postprocess.cylinder: needs boundary.inlet.type = "
-                             '"inlet" (its U is the mean velocity of the coefficients)',
-                             also=[("boundary", "inlet", "type")])
+        needs_mesh("cylinder", case, "cylinder",
+                   "forces on its cylinder patch, pressures at the benchmark's points")
+        needs_inlet_patch("cylinder", case, "its U is the mean velocity of the coefficients")
 
     def __init__(self, lmesh, case, solver, red):
         from ..mesh.cylinder import CENTRE, DIAMETER
