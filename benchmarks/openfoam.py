@@ -45,6 +45,20 @@ def wait_quiet(threshold: float, limit: float) -> float | None:
 
 # -- OpenFOAM ----------------------------------------------------------------------------------
 
+def add_side_by_side_options(ap) -> None:
+    """The options every haloflow-against-OpenFOAM benchmark takes: rank counts, repeats,
+    haloflow overrides, and how long to wait for idle cores before each run."""
+    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-openfoam", action="store_true", help="haloflow only")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a key of the haloflow case (repeatable)")
+    ap.add_argument("--quiet-below", type=float, default=0.15, metavar="F",
+                    help="before each run wait until less than this fraction of the cores "
+                         "is busy (other users' jobs), at most --quiet-wait s")
+    ap.add_argument("--quiet-wait", type=float, default=120.0, metavar="S")
+
+
 def foam_env() -> str | None:
     """A shell prefix that puts OpenFOAM on the path, or None when it is not installed."""
     if os.environ.get("WM_PROJECT_DIR") and shutil.which("simpleFoam"):

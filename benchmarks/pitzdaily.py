@@ -36,7 +36,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from openfoam import HEAD, foam_env, mpirun_command, run_foam, wait_quiet
+from openfoam import (
+    HEAD,
+    add_side_by_side_options,
+    foam_env,
+    mpirun_command,
+    run_foam,
+    wait_quiet,
+)
 
 BIN = Path(sys.executable).parent
 CASES = Path(__file__).resolve().parents[1] / "haloflow" / "cases"
@@ -200,18 +207,10 @@ def summary(runs: list[dict]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ranks", default="1,2")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--no-openfoam", action="store_true", help="haloflow only")
     ap.add_argument("--tight", action="store_true",
                     help="also simpleFoam with every linear solve to 1e-7 (relTol 0), "
                          "the inner accuracy haloflow uses")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a key of the haloflow case (repeatable)")
-    ap.add_argument("--quiet-below", type=float, default=0.15, metavar="F",
-                    help="before each run wait until less than this fraction of the cores "
-                         "is busy (other users' jobs), at most --quiet-wait s")
-    ap.add_argument("--quiet-wait", type=float, default=120.0, metavar="S")
+    add_side_by_side_options(ap)
     ap.add_argument("-o", "--output", type=Path,
                     default=Path("benchmarks/results/pitzdaily.json"))
     a = ap.parse_args()

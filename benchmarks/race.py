@@ -58,7 +58,14 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from openfoam import HEAD, foam_env, mpirun_command, run_foam, wait_quiet
+from openfoam import (
+    HEAD,
+    add_side_by_side_options,
+    foam_env,
+    mpirun_command,
+    run_foam,
+    wait_quiet,
+)
 
 BIN = Path(sys.executable).parent
 GNU_TIME = "/usr/bin/time"
@@ -355,18 +362,10 @@ def print_table(rows: list[dict], acc: list[dict], base: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="8,32,64", help="cells per edge of the cube")
-    ap.add_argument("--ranks", default="1,2")
-    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--no-openfoam", action="store_true", help="haloflow only")
     ap.add_argument("--no-accuracy", action="store_true",
                     help="skip the runs solved to 1e-10")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a key of the haloflow case (repeatable)")
-    ap.add_argument("--quiet-below", type=float, default=0.15, metavar="F",
-                    help="before each run wait until less than this fraction of the cores "
-                         "is busy (other users' jobs), at most --quiet-wait s")
-    ap.add_argument("--quiet-wait", type=float, default=120.0, metavar="S")
+    add_side_by_side_options(ap)
     ap.add_argument("-o", "--output", type=Path, default=Path("benchmarks/results/race.json"))
     a = ap.parse_args()
     sizes = [int(n) for n in a.sizes.split(",")]
