@@ -38,6 +38,7 @@ class Reducer:
         self.parallel = comm.size > 1
         self.stats = ReduceStats() if stats is None else stats
         self._bufs = {}  # n -> (send, receive) buffers, allocated once per size
+        self._pending = {}  # n -> PendingSum, its buffers allocated once per size
 
     @property
     def n_calls(self) -> int:
@@ -116,21 +117,35 @@ class Reducer:
 
     def start_sum(self, *vals: float) -> PendingSum:
         """Start a non-blocking global sum; ``.wait()`` returns the sums.  Work done between
-        the two hides the reduction's latency (pipelined Krylov methods)."""
+        the two hides the reduction's latency (pipelined Krylov methods).  One sum of each
+        length may be in flight at a time: its buffers are kept and reused."""
         self.stats.calls += 1
-        buf, out = np.array(vals, dtype=np.float64), np.zeros(len(vals))
-        if not self.parallel:
-            return PendingSum(None, buf, self.stats)
-        return PendingSum(self.comm.Iallreduce(buf, out, op=MPI.SUM), out, self.stats)
+        pending = self._pending.get(len(vals))
+        if pending is None:
+            pending = self._pending[len(vals)] = PendingSum(len(vals), self.stats)
+        pending.start(self.comm if self.parallel else None, vals)
+        return pending
 
 
 class PendingSum:
-    """A non-blocking allreduce in flight; ``wait`` adds its waiting time to the stats."""
+    """A non-blocking allreduce of ``n`` sums with its own buffers; ``wait`` adds its waiting
+    time to the stats."""
 
-    __slots__ = ("_req", "_out", "_stats")
+    __slots__ = ("_req", "_buf", "_out", "_stats")
 
-    def __init__(self, req, out, stats):
-        self._req, self._out, self._stats = req, out, stats
+    def __init__(self, n: int, stats):
+        self._req, self._stats = None, stats
+        self._buf, self._out = np.zeros(n), np.zeros(n)
+
+    def start(self, comm, vals) -> None:
+        """On ``comm`` (None: this rank alone, the sums are the values)."""
+        if self._req is not None:
+            raise RuntimeError("a non-blocking sum of this length is still in flight")
+        self._buf[:] = vals
+        if comm is None:
+            self._out[:] = self._buf
+        else:
+            self._req = comm.Iallreduce(self._buf, self._out, op=MPI.SUM)
 
     def wait(self) -> tuple:
         if self._req is not None:
