@@ -6,6 +6,8 @@ profile.json only, predicts every rank count on this machine's shared-memory cur
 prints predicted vs the median measured time per step.
 
     .venv/bin/python benchmarks/model_check.py [--cells 256] [--ranks 1,2] [--repeat 5]
+    .venv/bin/python benchmarks/model_check.py --dims 3 --cells 48 \\
+        -o benchmarks/results/model_check_3d.json
 """
 
 from __future__ import annotations
@@ -27,11 +29,20 @@ from haloflow.study import model as M  # noqa: E402
 from haloflow.study.predict import halos, load_profile, shm_curve  # noqa: E402
 
 
-def run(cells: int, ranks: int, steps: int, out: Path) -> dict:
+def geometry(cells: int, dims: int) -> list[str]:
+    """The 2D cavity (Courant number 12.8 as in the other cavity benchmarks) or the 3D one
+    with all six faces walls (dt 0.008 at 62^3, the same lid Courant number at other sizes)."""
+    if dims == 2:
+        return ["--set", f"mesh.cells=[{cells},{cells},1]", "--set", f"solver.dt={12.8 / cells!r}"]
+    return ["--set", f"mesh.cells=[{cells},{cells},{cells}]", "--set", "boundary.front.type=wall",
+            "--set", "boundary.back.type=wall", "--set", f"solver.dt={0.008 * 62 / cells!r}"]
+
+
+def run(cells: int, ranks: int, steps: int, out: Path, dims: int = 2) -> dict:
     exe = Path(sys.executable).parent
     cmd = [str(exe / "mpiexec"), "-n", str(ranks), str(exe / "haloflow"), "run", "cavity",
-           "-o", str(out), "--quiet", "--steps", str(steps),
-           "--set", f"mesh.cells=[{cells},{cells},1]", "--set", f"solver.dt={12.8 / cells!r}",
+           "-o", str(out), "--quiet", "--steps", str(steps), *geometry(cells, dims),
+           "--set", "solver.steady_tol=0",
            "--set", "output.fields=false", "--set", "output.plots=false",
            "--set", "postprocess.cavity=false"]
     subprocess.run(cmd, check=True, env={**os.environ, "NUMBA_NUM_THREADS": "1"},
@@ -42,6 +53,7 @@ def run(cells: int, ranks: int, steps: int, out: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cells", type=int, default=256)
+    ap.add_argument("--dims", type=int, choices=(2, 3), default=2)
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=5)
@@ -54,7 +66,7 @@ def main() -> None:
         for k in range(a.repeat):
             for p in ranks:
                 out = Path(tmp) / f"r{p}-{k}"
-                prof = run(a.cells, p, a.steps, out)
+                prof = run(a.cells, p, a.steps, out, a.dims)
                 runs[p].append((prof["s_per_step"], out))
                 print(f"repeat {k + 1}/{a.repeat}, {p} rank(s): {prof['s_per_step']:.4f} s/step",
                       flush=True)
@@ -78,7 +90,7 @@ def main() -> None:
                   f"{meas.min():.4f}..{meas.max():.4f}), predicted {pred.step_s:.4f} "
                   f"({err:+.1f} %): compute {pred.compute_s:.4f}, halo {pred.halo_s:.4f}, "
                   f"reductions {pred.reduce_s:.4f}, gathers {pred.gather_s:.4f}")
-    doc = {"cells": a.cells ** 2, "steps": a.steps, "repeat": a.repeat,
+    doc = {"cells": a.cells ** a.dims, "dims": a.dims, "steps": a.steps, "repeat": a.repeat,
            "calibration": "median 1-rank run", "machine": os.uname().nodename,
            "cpus": os.cpu_count(), "rows": rows}
     Path(a.o).write_text(json.dumps(doc, indent=1))

@@ -1,0 +1,163 @@
+"""Strong scaling of the 3D lid-driven cavity: what does not shrink, and what the model predicts.
+
+Runs the cavity (all six faces walls, lid +x, dt 0.008 as in issue 13) on 1 and 2 ranks,
+taking turns, REPEAT times; from the median 1-rank run's profile.json it reports
+
+- the serial fraction: seconds per step that more ranks do not shrink (the AMG levels every
+  rank solves alone or redundantly, ``serial_s``, and the per-call floor of the kernels and
+  MPI calls, ``floor_s``), over the 1-rank s/step;
+- halo exchanges and allreduces per step, pressure iterations per solve;
+- measured s/step on 1 and 2 ranks (medians) and the speedup;
+- the predicted curve (``haloflow predict``'s model) on ``infiniband-fdr`` and ``gige-tcp``
+  with 12 cores per node, its peak, and whether compute per rank still shrinks at about
+  2 000 cells per rank.
+
+    .venv/bin/python benchmarks/scaling.py [--cells 62] [--repeat 3] [--steps 10]
+
+Writes benchmarks/results/scaling.json and scaling.png.  Run on idle cores: each run waits
+until the machine is quiet (``--busy``) and records the load it found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from openfoam import wait_quiet  # noqa: E402
+
+from haloflow.study import model as M  # noqa: E402
+from haloflow.study.predict import halos, load_profile, parse_ranks, shm_curve  # noqa: E402
+
+NETWORKS = ("infiniband-fdr", "gige-tcp")
+CORES_PER_NODE = 12
+PREDICT_RANKS = "12..3072"
+
+
+def case_sets(n: int, steps: int, extra: list[str]) -> list[str]:
+    keys = [f"mesh.cells=[{n},{n},{n}]", "boundary.front.type=wall",
+            "boundary.back.type=wall", "solver.dt=0.008", "solver.steady_tol=0",
+            f"solver.end_time={0.008 * (steps + 10)!r}", "output.fields=false",
+            "output.plots=false", "postprocess.cavity=false", *extra]
+    return [x for k in keys for x in ("--set", k)]
+
+
+def run(n: int, ranks: int, steps: int, out: Path, extra: list[str], quiet: tuple) -> dict:
+    exe = Path(sys.executable).parent
+    load = wait_quiet(*quiet)
+    cmd = [str(exe / "mpiexec"), "-n", str(ranks), str(exe / "haloflow"), "run", "cavity",
+           "-o", str(out), "--quiet", "--steps", str(steps), *case_sets(n, steps, extra)]
+    subprocess.run(cmd, check=True, env={**os.environ, "NUMBA_NUM_THREADS": "1"},
+                   stdout=subprocess.DEVNULL)
+    prof = json.loads((out / "profile.json").read_text())
+    summ = json.loads((out / "summary.json").read_text())
+    return {"s_per_step": (summ["loop_s"] - summ["first_step_s"]) / max(summ["steps"] - 1, 1),
+            "p_iters_mean": summ["p_iters_mean"], "per_step": prof["per_step"],
+            "busy_before": load, "out": out}
+
+
+def serial_fraction(prof_path: Path, s_per_step: float) -> dict:
+    _, w = load_profile(prof_path)
+    return {"serial_s": w.serial_s, "floor_s": w.floor_s,
+            "serial_fraction": (w.serial_s + w.floor_s) / s_per_step,
+            "coarse_fraction": w.serial_s / s_per_step}
+
+
+def predicted(prof_path: Path, ranks: list[int]) -> dict:
+    _, w = load_profile(prof_path)
+    shm = shm_curve(None)
+    hs = halos(prof_path, w, [1, *ranks], lambda *a: None)
+    out = {}
+    for name in NETWORKS:
+        s = M.summary(M.sweep(w, hs, M.network(name), shm, CORES_PER_NODE))
+        rows = s["rows"]
+        near = min(rows[1:], key=lambda r: abs(np.log(r["cells_per_rank"] / 2000)))
+        before = rows[rows.index(near) - 1]
+        s["compute_shrinks_at_2000"] = {
+            "ranks": near["ranks"], "cells_per_rank": near["cells_per_rank"],
+            "compute_s": near["compute_s"], "previous_compute_s": before["compute_s"],
+            "shrinks": bool(near["compute_s"] < before["compute_s"])}
+        out[name] = s
+    return out
+
+
+def plot(pred: dict, path: Path) -> None:
+    from haloflow.io.figure import figure, save
+
+    fig = figure()
+    ax = fig.add_subplot()
+    for name, s in pred.items():
+        r = np.array([row["ranks"] for row in s["rows"]])
+        ax.loglog(r, [row["speedup"] for row in s["rows"]], "o-", label=name)
+    ax.loglog(r, r, "k:", label="ideal")
+    ax.set_xlabel("ranks (12 per node)")
+    ax.set_ylabel("predicted speedup over 1 rank")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    save(fig, path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cells", type=int, default=62, help="cells per edge (default 62)")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra case override for every run")
+    ap.add_argument("--busy", type=float, default=0.1,
+                    help="wait until the cores are at most this busy before a run")
+    ap.add_argument("--wait", type=float, default=120.0, help="longest wait for quiet (s)")
+    ap.add_argument("-o", default=str(ROOT / "benchmarks/results/scaling.json"))
+    a = ap.parse_args()
+    n = a.cells
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {1: [], 2: []}
+        for k in range(a.repeat):
+            for p in (1, 2):
+                r = run(n, p, a.steps, Path(tmp) / f"r{p}-{k}", a.set, (a.busy, a.wait))
+                runs[p].append(r)
+                print(f"repeat {k + 1}/{a.repeat}, {p} rank(s): {r['s_per_step']:.4f} s/step, "
+                      f"{r['per_step']['halo_exchanges']:.1f} exchanges, "
+                      f"{r['per_step']['allreduces']:.1f} allreduces per step", flush=True)
+        med = {p: float(np.median([r["s_per_step"] for r in runs[p]])) for p in runs}
+        calib = sorted(runs[1], key=lambda r: r["s_per_step"])[len(runs[1]) // 2]
+        prof = calib["out"] / "profile.json"
+        frac = serial_fraction(prof, calib["s_per_step"])
+        pred = predicted(prof, parse_ranks(PREDICT_RANKS))
+    doc = {"cells": n ** 3, "steps": a.steps, "repeat": a.repeat, "overrides": a.set,
+           "machine": os.uname().nodename, "cpus": os.cpu_count(),
+           "measured": {str(p): {"s_per_step_median": med[p],
+                                 "s_per_step": [r["s_per_step"] for r in runs[p]],
+                                 "busy_before": [r["busy_before"] for r in runs[p]],
+                                 "per_step": runs[p][0]["per_step"],
+                                 "p_iters_mean": runs[p][0]["p_iters_mean"]} for p in runs},
+           "speedup_2": med[1] / med[2], **frac, "predicted": pred}
+    Path(a.o).write_text(json.dumps(doc, indent=1))
+    plot(pred, Path(a.o).with_suffix(".png"))
+    per = runs[1][0]["per_step"]
+    print(f"\n{n}^3 cavity: 1 rank {med[1]:.4f} s/step, 2 ranks {med[2]:.4f} s/step "
+          f"(speedup {med[1] / med[2]:.2f}); per step {per['halo_exchanges']:.1f}"
+          f" halo exchanges, {per['allreduces']:.1f} allreduces")
+    print(f"serial fraction {100 * frac['serial_fraction']:.2f} % of a 1-rank step "
+          f"(coarse levels {1e3 * frac['serial_s']:.2f} ms, "
+          f"call floor {1e3 * frac['floor_s']:.2f} ms)")
+    for name, s in pred.items():
+        c = s["compute_shrinks_at_2000"]
+        print(f"{name:>15}: peak speedup {s['peak']['speedup']:.1f}x at {s['peak']['ranks']} ranks "
+              f"({s['peak']['cells_per_rank']:.0f} cells/rank); compute per rank at "
+              f"{c['cells_per_rank']:.0f} cells/rank {'still shrinks' if c['shrinks'] else 'flat'}")
+    print(f"wrote {a.o}")
+
+
+if __name__ == "__main__":
+    main()
