@@ -22,6 +22,12 @@ import numpy as np
 PATCH_KINDS = ("patch", "wall", "empty", "symmetry")
 
 
+def index_dtype(n: int):
+    """The integer type of indices below ``n``: int32 where it holds them (half the bytes of
+    int64 on every face and cell array; the kernels are compiled for it), else int64."""
+    return np.int32 if n < 2**31 else np.int64
+
+
 @dataclass
 class Patch:
     """A contiguous run of boundary faces: ``faces[start:start + size]``."""
