@@ -179,10 +179,10 @@ def _whole(mesh: Mesh, rank: int) -> LocalMesh:
         n_cells_global=mesh.n_cells,
         global_cells=np.arange(mesh.n_cells, dtype=np.int64),
         points=mesh.points,
-        face_ptr=mesh.face_ptr.astype(index_dtype(mesh.face_ptr[-1] + 1)),
-        face_nodes=mesh.face_nodes.astype(node_t),
-        owner=mesh.owner.astype(cell_t),
-        neighbour=mesh.neighbour.astype(cell_t),
+        face_ptr=mesh.face_ptr.astype(index_dtype(mesh.face_ptr[-1] + 1), copy=False),
+        face_nodes=mesh.face_nodes.astype(node_t, copy=False),
+        owner=mesh.owner.astype(cell_t, copy=False),
+        neighbour=mesh.neighbour.astype(cell_t, copy=False),
         n_interior=mesh.n_internal,
         global_faces=np.arange(mesh.n_faces, dtype=index_dtype(mesh.n_faces)),
         patches=[Patch(p.name, p.start, p.size, p.kind) for p in mesh.patches],
@@ -192,7 +192,8 @@ def _whole(mesh: Mesh, rank: int) -> LocalMesh:
         send_cells=np.zeros(0, dtype=np.int64),
         recv_ptr=np.zeros(1, dtype=np.int64),
         face_shift=mesh.face_shift,
-        shadow_nodes=None if mesh.shadow_nodes is None else mesh.shadow_nodes.astype(node_t),
+        shadow_nodes=None if mesh.shadow_nodes is None else mesh.shadow_nodes.astype(
+            node_t, copy=False),
     )
 
 

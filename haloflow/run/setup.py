@@ -64,6 +64,7 @@ def local_mesh(case, comm, log=None):
         notes = [] if log else None
         try:
             mesh = from_case(case.mesh, notes)
+            mesh.compact_indices()
         except MeshError as e:  # read on rank 0 only: every rank must stop with it
             err = str(e)
         for n in notes or ():
