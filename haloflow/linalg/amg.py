@@ -287,8 +287,8 @@ def _galerkin_structure(indptr, indices, mptr, mem, cagg, nc, ncols):
     coarse column cagg[j] (dropped if negative).  slot[k]: the coarse position of entry k."""
     marker = np.full(ncols, -1, dtype=np.int64)
     cip = np.zeros(nc + 1, dtype=np.int64)
-    cix = np.empty(indptr[len(indptr) - 1], dtype=np.int64)
-    slot = np.full(indptr[len(indptr) - 1], -1, dtype=np.int64)
+    cix = np.empty(indptr[len(indptr) - 1], dtype=np.int32)  # 32-bit: a rank's entries
+    slot = np.full(indptr[len(indptr) - 1], -1, dtype=np.int32)  # (kept for every refresh)
     pos = 0
     for a in range(nc):
         first = pos

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ..mesh.core import index_dtype
 from ..parallel.threads import kernel
 from ..parallel.timers import NULL_TIMERS
 
@@ -26,25 +27,30 @@ class Pattern:
     def __init__(self, lmesh):
         n, ni = lmesh.n_owned, lmesh.n_internal
         own, nbr = lmesh.owner[:ni], lmesh.neighbour
-        rows = [np.arange(n), own, nbr]
-        cols = [np.arange(n), nbr, own]
-        kind = [np.zeros(n, np.int64), np.ones(ni, np.int64), np.full(ni, 2)]
-        face = [np.full(n, -1), np.arange(ni), np.arange(ni)]
-        rows, cols, kind, face = (np.concatenate(a) for a in (rows, cols, kind, face))
+        cell_t, face_t = index_dtype(lmesh.n_cells), index_dtype(ni)
+        rows = np.concatenate([np.arange(n, dtype=cell_t), own, nbr]).astype(cell_t, copy=False)
+        cols = np.concatenate([np.arange(n, dtype=cell_t), nbr, own]).astype(cell_t, copy=False)
+        kind = np.concatenate([np.zeros(n, np.int8), np.ones(ni, np.int8), np.full(ni, 2, np.int8)])
+        face = np.concatenate([np.full(n, -1, face_t), np.arange(ni, dtype=face_t),
+                               np.arange(ni, dtype=face_t)])
         keep = rows < n  # rows of ghost cells belong to another rank
-        rows, cols, kind, face = rows[keep], cols[keep], kind[keep], face[keep]
-        order = np.lexsort((cols, rows))
+        order = np.flatnonzero(keep)
+        order = order[np.lexsort((cols[order], rows[order]))]
+        del keep
         rows, cols, kind, face = rows[order], cols[order], kind[order], face[order]
+        del order
         self.n_rows = n
         self.n_cols = lmesh.n_cells
         self.indptr = np.searchsorted(rows, np.arange(n + 1)).astype(IDX)
         self.indices = cols.astype(IDX)
-        slot = np.arange(len(rows))
-        self.diag_pos = slot[kind == 0].astype(np.int64)
-        self.upper_pos = np.full(ni, -1, dtype=np.int64)  # (owner row, neighbour column)
-        self.lower_pos = np.full(ni, -1, dtype=np.int64)  # (neighbour row, owner column)
-        self.upper_pos[face[kind == 1]] = slot[kind == 1]
-        self.lower_pos[face[kind == 2]] = slot[kind == 2]
+        slot_t = index_dtype(len(rows))
+        self.diag_pos = np.flatnonzero(kind == 0).astype(np.int64)  # int64: as the AMG's levels
+        # per internal face, its CSR slot or -1: 32-bit where the entries allow
+        self.upper_pos = np.full(ni, -1, dtype=slot_t)  # (owner row, neighbour column)
+        self.lower_pos = np.full(ni, -1, dtype=slot_t)  # (neighbour row, owner column)
+        up, lo = kind == 1, kind == 2
+        self.upper_pos[face[up]] = np.flatnonzero(up)
+        self.lower_pos[face[lo]] = np.flatnonzero(lo)
         # rows computable before the ghosts arrive, and the rest, as runs of consecutive rows
         touches = np.zeros(n, dtype=bool)
         touches[rows[cols >= n]] = True

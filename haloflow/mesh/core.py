@@ -22,6 +22,12 @@ import numpy as np
 PATCH_KINDS = ("patch", "wall", "empty", "symmetry")
 
 
+def index_dtype(n: int):
+    """The integer type of indices below ``n``: int32 where it holds them (half the bytes of
+    int64 on every face and cell array; the kernels are compiled for it), else int64."""
+    return np.int32 if n < 2**31 else np.int64
+
+
 @dataclass
 class Patch:
     """A contiguous run of boundary faces: ``faces[start:start + size]``."""
@@ -47,10 +53,11 @@ class Mesh:
     """Global unstructured mesh."""
 
     points: np.ndarray  # (n_points, 3) float64
-    face_ptr: np.ndarray  # (n_faces + 1,) int64, CSR offsets into face_nodes
-    face_nodes: np.ndarray  # int64 point indices
-    owner: np.ndarray  # (n_faces,) int64
-    neighbour: np.ndarray  # (n_internal,) int64
+    # index arrays: int64 from readers and generators, int32 after compact_indices
+    face_ptr: np.ndarray  # (n_faces + 1,) CSR offsets into face_nodes
+    face_nodes: np.ndarray  # point indices
+    owner: np.ndarray  # (n_faces,)
+    neighbour: np.ndarray  # (n_internal,)
     patches: list[Patch]
     n_cells: int
     geometry: Geometry | None = field(default=None, repr=False)
@@ -82,6 +89,18 @@ class Mesh:
                 self.n_cells, self.face_shift,
             )
         return self.geometry
+
+    def compact_indices(self) -> None:
+        """Hold the face lists, owners and neighbours in 32 bits where the counts allow (in
+        place): rank 0 keeps the global mesh while it cuts every rank's part, and the
+        readers and generators make int64."""
+        node_t, cell_t = index_dtype(len(self.points)), index_dtype(self.n_cells)
+        self.face_ptr = self.face_ptr.astype(index_dtype(self.face_ptr[-1] + 1), copy=False)
+        self.face_nodes = self.face_nodes.astype(node_t, copy=False)
+        self.owner = self.owner.astype(cell_t, copy=False)
+        self.neighbour = self.neighbour.astype(cell_t, copy=False)
+        if self.shadow_nodes is not None:
+            self.shadow_nodes = self.shadow_nodes.astype(node_t, copy=False)
 
     def check_topology(self) -> None:
         """Raise ValueError if the face/cell lists are not a consistent OpenFOAM-style mesh."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..mesh.core import Geometry, Mesh, Patch
+from ..mesh.core import Geometry, Mesh, Patch, index_dtype
 
 
 @dataclass
@@ -62,16 +62,24 @@ class LocalMesh:
                 return p
         raise KeyError(name)
 
+    def release_topology(self) -> None:
+        """Drop the points, the face-node lists and the global face ids: the geometry is
+        computed from them and boundary set-up reads them, but after set-up only the field
+        writer does, so a run that writes no fields frees them (86 bytes per cell on a hex
+        mesh).  Reading them afterwards fails loudly (None)."""
+        self.points = self.face_ptr = self.face_nodes = self.shadow_nodes = None
+        self.global_faces = None
+
 
 def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
     """Cut rank ``rank``'s LocalMesh out of the global mesh (runs on rank 0 for every rank)."""
     g = mesh.geom()
+    owned = np.flatnonzero(parts == rank)
+    if len(owned) == mesh.n_cells and _plain(mesh):
+        return _whole(mesh, rank)
     ni = mesh.n_internal
     own_g, nbr_g = mesh.owner[:ni], mesh.neighbour
-    po, pn = parts[own_g], parts[nbr_g]
-    mine_o, mine_n = po == rank, pn == rank
-
-    owned = np.flatnonzero(parts == rank)
+    mine_o, mine_n = parts[own_g] == rank, parts[nbr_g] == rank
     interior = np.flatnonzero(mine_o & mine_n)
     interface = np.flatnonzero(mine_o ^ mine_n)
     other = np.where(mine_o[interface], nbr_g[interface], own_g[interface])
@@ -79,7 +87,7 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
     ghosts = ghosts[np.lexsort((ghosts, parts[ghosts]))]
     cells = np.concatenate([owned, ghosts])
 
-    to_local = np.full(mesh.n_cells, -1, dtype=np.int64)
+    to_local = np.full(mesh.n_cells, -1, dtype=index_dtype(len(cells)))
     to_local[cells] = np.arange(len(cells))
 
     bfaces, patches, start = [], [], len(interior) + len(interface)
@@ -103,6 +111,8 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
         face_nodes, shadow_nodes = inv[: len(gnodes)], inv[len(gnodes):]
     else:
         used, face_nodes = np.unique(gnodes, return_inverse=True)
+    del take, gnodes
+    node_t = index_dtype(len(used))
 
     # who needs what: send lists and receive slices per neighbour rank
     ghost_rank = parts[ghosts]
@@ -122,12 +132,12 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
         n_cells_global=mesh.n_cells,
         global_cells=cells.astype(np.int64),
         points=mesh.points[used],
-        face_ptr=face_ptr,
-        face_nodes=face_nodes.astype(np.int64),
+        face_ptr=face_ptr.astype(index_dtype(face_ptr[-1] + 1)),
+        face_nodes=face_nodes.astype(node_t),
         owner=to_local[mesh.owner[faces]],
         neighbour=to_local[mesh.neighbour[faces[:n_int_local]]],
         n_interior=len(interior),
-        global_faces=faces,
+        global_faces=faces.astype(index_dtype(mesh.n_faces)),
         patches=patches,
         geometry=Geometry(
             face_centres=g.face_centres[faces],
@@ -140,7 +150,50 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
         send_cells=(np.concatenate(send_cells) if send_cells else np.zeros(0)).astype(np.int64),
         recv_ptr=recv_ptr.astype(np.int64),
         face_shift=mesh.face_shift[faces[:n_int_local]] if periodic else None,
-        shadow_nodes=shadow_nodes.astype(np.int64) if periodic else None,
+        shadow_nodes=shadow_nodes.astype(node_t) if periodic else None,
+    )
+
+
+def _plain(mesh: Mesh) -> bool:
+    """Whether the face lists start at 0, hold no unused entries and reach every point (or
+    a periodic face's other side does): then a whole-mesh cut renumbers nothing."""
+    if mesh.face_ptr[0] != 0 or mesh.face_ptr[-1] != len(mesh.face_nodes):
+        return False
+    used = np.zeros(len(mesh.points), dtype=bool)
+    used[mesh.face_nodes] = True
+    if mesh.shadow_nodes is not None:
+        used[mesh.shadow_nodes] = True
+    return bool(used.all())
+
+
+def _whole(mesh: Mesh, rank: int) -> LocalMesh:
+    """The LocalMesh of a rank that owns every cell: what :func:`build_local` cuts, without
+    copying the global mesh's points and geometry (the run drops the global mesh after)."""
+    g = mesh.geometry
+    node_t = index_dtype(len(mesh.points))
+    cell_t = index_dtype(mesh.n_cells)
+    return LocalMesh(
+        rank=rank,
+        n_owned=mesh.n_cells,
+        n_ghost=0,
+        n_cells_global=mesh.n_cells,
+        global_cells=np.arange(mesh.n_cells, dtype=np.int64),
+        points=mesh.points,
+        face_ptr=mesh.face_ptr.astype(index_dtype(mesh.face_ptr[-1] + 1), copy=False),
+        face_nodes=mesh.face_nodes.astype(node_t, copy=False),
+        owner=mesh.owner.astype(cell_t, copy=False),
+        neighbour=mesh.neighbour.astype(cell_t, copy=False),
+        n_interior=mesh.n_internal,
+        global_faces=np.arange(mesh.n_faces, dtype=index_dtype(mesh.n_faces)),
+        patches=[Patch(p.name, p.start, p.size, p.kind) for p in mesh.patches],
+        geometry=Geometry(g.face_centres, g.face_areas, g.cell_centres, g.cell_volumes),
+        neighbours=np.zeros(0, dtype=np.int64),
+        send_ptr=np.zeros(1, dtype=np.int64),
+        send_cells=np.zeros(0, dtype=np.int64),
+        recv_ptr=np.zeros(1, dtype=np.int64),
+        face_shift=mesh.face_shift,
+        shadow_nodes=None if mesh.shadow_nodes is None else mesh.shadow_nodes.astype(
+            node_t, copy=False),
     )
 
 

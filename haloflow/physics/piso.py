@@ -51,6 +51,8 @@ class PisoSolver:
         self.gradient = Gradient(lm, self.fc, s.gradient, self.bc.u_kind == EMPTY, self.comps)
         # the deferred non-orthogonal parts, only where some face needs them (never on a box)
         self.nonorth = s.laplacian == "corrected" and red.any(self.fc.nonorthogonal)
+        if not self.nonorth:  # only the deferred corrections read k: 3 doubles per face
+            self.fc.corr = None
         singular = not red.any(self.bc.pressure_fixed_somewhere)
         # boundary speeds bound an incompressible flow's velocity; far above them it has blown up
         u_ref = max(1.0, red.max(float(np.abs(self.bc.u_value).max(initial=0.0)))[0])

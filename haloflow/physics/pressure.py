@@ -19,7 +19,7 @@ import numpy as np
 
 from ..linalg.amg import AMG
 from ..linalg.krylov import SolveInfo
-from ..linalg.lowsync import PIPECG_VECTORS
+from ..linalg.lowsync import CG1_VECTORS, PIPECG_VECTORS
 from ..linalg.matrix import DistMatrix
 from ..linalg.methods import pressure_method
 from .patches import FIXED, ZERO_GRADIENT
@@ -125,7 +125,9 @@ class Pressure:
         self.nonorth, self.n_nonorth, self.singular = nonorth, n_nonorth, singular
         self.cfg, self.halo = settings, halo
         self.krylov, self.precond = pressure_method(settings.method)
-        workspace.reserve(PIPECG_VECTORS)  # the most any pressure method needs
+        # the vectors the method takes (CG and FCG: 4, fewer than the momentum solver's)
+        workspace.reserve({"cg1": CG1_VECTORS, "pipecg": PIPECG_VECTORS}.get(
+            self.krylov.__name__, 4))
         self.sf = lm.geometry.face_areas
         self.P = DistMatrix(pattern, exchanger, timers)
         self.amg = None  # built from the first matrix

@@ -29,11 +29,13 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
              quiet: bool = False) -> dict:
     """Run ``case`` on ``comm``; returns the summary dict on rank 0 ({} elsewhere)."""
     from .loop import run_loop
+    from .memory import return_freed_arrays
     from .outdir import open_outdir
     from .report import Log, finish, log_setup, write_results
     from .setup import set_threads, setup
 
     t_start = time.perf_counter()
+    return_freed_arrays()
     root = comm.rank == 0
     set_threads(threads)
     open_outdir(outdir, force, comm)

@@ -64,6 +64,7 @@ def local_mesh(case, comm, log=None):
         notes = [] if log else None
         try:
             mesh = from_case(case.mesh, notes)
+            mesh.compact_indices()
         except MeshError as e:  # read on rank 0 only: every rank must stop with it
             err = str(e)
         for n in notes or ():
@@ -96,6 +97,8 @@ def setup(case, comm, threads: int, log) -> Run:
                              physics=case.physics, boundary=case.boundary,
                              initial=case.initial, mesh=case.mesh, halo=case.parallel.halo)
         posts = [post(lmesh, case, solver, red) for post in enabled(case)]
+        if not case.output.fields:  # nothing reads the face lists after set-up
+            lmesh.release_topology()
         # serial kernels unless they pay; bound once every kernel module is imported
         threaded = use_threads(threads, lmesh.n_owned)
     return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts, rss_base)

@@ -316,3 +316,18 @@ def test_check_topology_rejects_bad_meshes():
     bad.patches = bad.patches[:-1]
     with pytest.raises(ValueError):
         bad.check_topology()
+
+
+def test_compact_indices_keeps_mesh_and_geometry():
+    """32-bit face lists, owners and neighbours: same values, same geometry to the bit."""
+    m = box((5, 4, 3), (1.0, 0.8, 0.6), grading=(2.0, 0.5, 1.0))
+    ref = {k: getattr(m, k).copy() for k in ("face_ptr", "face_nodes", "owner", "neighbour")}
+    g0 = m.geom()
+    m.compact_indices()
+    for k, a in ref.items():
+        assert getattr(m, k).dtype == np.int32, k
+        np.testing.assert_array_equal(getattr(m, k), a)
+    g1 = compute_geometry(m.points, m.face_ptr, m.face_nodes, m.owner, m.neighbour, m.n_cells)
+    for k in ("face_centres", "face_areas", "cell_centres", "cell_volumes"):
+        np.testing.assert_array_equal(getattr(g1, k), getattr(g0, k))
+    m.check_topology()

@@ -271,3 +271,35 @@ def test_heavy_cell_leaves_no_rank_empty(method):
     w[0] = 100.0
     parts = decompose(m, 4, method, weights=w)
     assert np.all(np.bincount(parts, minlength=4) > 0)
+
+
+@pytest.mark.parametrize("mesh_name", sorted(MESHES))
+def test_whole_mesh_shortcut_is_the_general_cut(mesh_name, monkeypatch):
+    """One rank's LocalMesh shares the global arrays instead of cutting copies; every array
+    must equal what the general cut makes, in value and index type (32-bit)."""
+    from haloflow.parallel import local
+
+    m = _mesh(mesh_name)
+    parts = np.zeros(m.n_cells, dtype=np.int64)
+    fast = build_local(m, parts, 0)
+    monkeypatch.setattr(local, "_plain", lambda mesh: False)
+    cut = build_local(m, parts, 0)
+    assert fast.points is m.points  # shared, not copied
+    for name in ("global_cells", "points", "face_ptr", "face_nodes", "owner", "neighbour",
+                 "global_faces", "neighbours", "send_ptr", "send_cells", "recv_ptr"):
+        a, b = getattr(fast, name), getattr(cut, name)
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    for name in ("face_centres", "face_areas", "cell_centres", "cell_volumes"):
+        np.testing.assert_array_equal(getattr(fast.geometry, name), getattr(cut.geometry, name))
+    assert [vars(p) for p in fast.patches] == [vars(p) for p in cut.patches]
+    assert fast.owner.dtype == np.int32 and fast.face_nodes.dtype == np.int32
+
+
+def test_release_topology_keeps_what_the_solver_reads():
+    m = _mesh("3d")
+    lm = build_local(m, np.zeros(m.n_cells, dtype=np.int64), 0)
+    lm.release_topology()
+    assert lm.points is None and lm.face_nodes is None and lm.face_ptr is None
+    assert lm.owner is not None and lm.geometry.face_areas is not None
+    assert lm.n_faces == m.n_faces and lm.n_internal == m.n_internal
