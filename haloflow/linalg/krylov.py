@@ -295,3 +295,275 @@ def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond,
         _fcg_direction(z, zq / pq, p, n)
     info.converged = info.res <= tol
     return info
+
+
+# -- the momentum components in lockstep -------------------------------------------------------
+#
+# The velocity components share one matrix, so their BiCGStab solves run side by side: each
+# vector kernel, product and exchange handles every component still iterating in one call,
+# and their dot products travel in one allreduce.  Each component's arithmetic is exactly
+# that of its own :func:`bicgstab` solve (Jacobi), so the iterates are the same to the bit;
+# a component that has converged is left alone while the others go on.
+
+@kernel
+def _spmv_many(indptr, indices, data, X, Y, comps, act, runs):
+    """``Y[d] = A X[d]`` for each active component ``d`` on the rows of ``runs``, one pass
+    over the matrix; each row summed as :func:`~haloflow.linalg.matrix.spmv` sums it."""
+    for q in nb.prange(len(runs) // 2):
+        for i in range(runs[2 * q], runs[2 * q + 1]):
+            k0, k1 = indptr[i], indptr[i + 1]
+            for d in comps:
+                if act[d]:
+                    s = 0.0
+                    for k in range(k0, k1):
+                        s += data[k] * X[d, indices[k]]
+                    Y[d, i] = s
+
+
+@kernel
+def _residual_many(indptr, indices, data, X, B, R, comps, runs):
+    """``R[d] = B[d] - A X[d]`` on the rows of ``runs`` (as ``residual`` sums a row)."""
+    for q in nb.prange(len(runs) // 2):
+        for i in range(runs[2 * q], runs[2 * q + 1]):
+            k0, k1 = indptr[i], indptr[i + 1]
+            for d in comps:
+                s = B[d, i]
+                for k in range(k0, k1):
+                    s -= data[k] * X[d, indices[k]]
+                R[d, i] = s
+
+
+@kernel
+def _bicg3_start(R, B, R0, P, V, comps, n, out):
+    """``out[2j], out[2j+1] = r.r, b.b`` of component ``comps[j]``; ``r0 = r``, ``p = v =
+    0``."""
+    for j in range(len(comps)):
+        d = comps[j]
+        rr = 0.0
+        bb = 0.0
+        for i in range(n):
+            rr += R[d, i] * R[d, i]
+            bb += B[d, i] * B[d, i]
+            R0[d, i] = R[d, i]
+            P[d, i] = 0.0
+            V[d, i] = 0.0
+        out[2 * j] = rr
+        out[2 * j + 1] = bb
+
+
+@kernel
+def _bicg3_p(P, R, V, beta, omega, invd, PH, comps, act, n):
+    """``p = r + beta (p - omega v)``, ``phat = D^-1 p`` (as :func:`_bicg_p`)."""
+    for j in range(len(comps)):
+        d = comps[j]
+        if not act[d]:
+            continue
+        b, w = beta[d], omega[d]
+        for i in nb.prange(n):
+            P[d, i] = R[d, i] + b * (P[d, i] - w * V[d, i])
+            PH[d, i] = invd[i] * P[d, i]
+
+
+@kernel
+def _bicg3_r0v(R0, V, comps, act, n, out):
+    """``out[j] = r0.v`` of each active component (0 for the others)."""
+    for j in range(len(comps)):
+        d = comps[j]
+        s = 0.0
+        if act[d]:
+            for i in nb.prange(n):
+                s += R0[d, i] * V[d, i]
+        out[j] = s
+
+
+@kernel
+def _bicg3_s(S, R, V, alpha, invd, SH, comps, act, n):
+    for j in range(len(comps)):
+        d = comps[j]
+        if not act[d]:
+            continue
+        a = alpha[d]
+        for i in nb.prange(n):
+            S[d, i] = R[d, i] - a * V[d, i]
+            SH[d, i] = invd[i] * S[d, i]
+
+
+@kernel
+def _bicg3_dot3(T, S, comps, act, n, out):
+    """``out[3j:3j+3] = (t.s, t.t, s.s)`` of each active component."""
+    for j in range(len(comps)):
+        d = comps[j]
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        if act[d]:
+            for i in nb.prange(n):
+                s1 += T[d, i] * S[d, i]
+                s2 += T[d, i] * T[d, i]
+                s3 += S[d, i] * S[d, i]
+        out[3 * j] = s1
+        out[3 * j + 1] = s2
+        out[3 * j + 2] = s3
+
+
+@kernel
+def _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out):
+    """``x += alpha phat + omega shat; r = s - omega t``; ``out[2j:2j+2] = (r0.r, r.r)``.
+    Components with ``act == 2`` stop here: ``x += alpha phat`` only (converged at s)."""
+    for j in range(len(comps)):
+        d = comps[j]
+        a, w = alpha[d], omega[d]
+        s1 = 0.0
+        s2 = 0.0
+        if act[d] == 2:
+            for i in nb.prange(n):
+                X[d, i] += a * PH[d, i]
+        elif act[d]:
+            for i in nb.prange(n):
+                X[d, i] += a * PH[d, i] + w * SH[d, i]
+                R[d, i] = S[d, i] - w * T[d, i]
+                s1 += R0[d, i] * R[d, i]
+                s2 += R[d, i] * R[d, i]
+        out[2 * j] = s1
+        out[2 * j + 1] = s2
+
+
+class ManyWorkspace:
+    """The vectors of the lockstep BiCGStab, ``(8, 3, n_cells)``: the right-hand sides and
+    seven Krylov vectors per component.  Its rows also serve as a :class:`Workspace`'s
+    vectors (``as_workspace``), since the momentum and pressure solves never overlap."""
+
+    def __init__(self, n_cells, n_rows):
+        self.w = np.zeros((8, 3, n_cells))
+        self.invd = np.zeros(n_rows)
+        self.red_out = np.zeros(9)  # per-component partial sums, 3 at most per component
+        self.act = np.zeros(3, dtype=np.int64)
+        self.scal = np.zeros((4, 3))  # alpha, beta, omega, rho per component
+
+    @property
+    def rhs(self) -> np.ndarray:
+        return self.w[0]
+
+    def as_workspace(self, count: int) -> Workspace:
+        """A :class:`Workspace` whose first vectors are rows of this one (``count`` at
+        least; more are added as its own)."""
+        ws = Workspace.__new__(Workspace)
+        flat = self.w.reshape(24, -1)
+        ws.v = [flat[k] for k in range(24)]
+        ws.invd = self.invd
+        ws.reserve(count)
+        return ws
+
+
+def _matvec_many(A, X, Y, comps, act, fields) -> None:
+    """``Y = A X`` for the active components; the ghosts of every component in ``fields``
+    travel in one exchange (overlapped with the inner rows where the exchanger can)."""
+    p = A.pattern
+    if A.overlap:
+        with A.timers("halo_solve"):
+            h = A.ex.start(fields)
+        _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.inner_runs)
+        with A.timers("halo_solve"):
+            A.ex.finish(h)
+        _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.outer_runs)
+        return
+    with A.timers("halo_solve"):
+        A.ex.exchange(fields)
+    _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, _rows(A))
+
+
+def _rows(A) -> np.ndarray:
+    """Every owned row as runs (inner, then outer), kept on the matrix once made."""
+    runs = getattr(A, "_all_runs", None)
+    if runs is None:
+        p = A.pattern
+        runs = A._all_runs = np.concatenate([p.inner_runs, p.outer_runs])
+    return runs
+
+
+def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
+                  rel_tol: float = 0.0) -> list[SolveInfo]:
+    """Solve ``A X[d] = mws.rhs[d]`` in place for each ``d`` in ``comps`` (an int64 array) by
+    Jacobi-preconditioned BiCGStab, all components in lockstep: per iteration two exchanges
+    and three allreduces in all, not per component.  Returns one :class:`SolveInfo` per
+    component, each what :func:`bicgstab` would return for that component alone."""
+    n = A.pattern.n_rows
+    p_ = A.pattern
+    B, R, R0, P, V, PH, T, SH = mws.w
+    S = R  # s = r - alpha v overwrites r, which the update then rebuilds from s
+    m = len(comps)
+    out, act = mws.red_out, mws.act
+    alpha, beta, omega, rho = mws.scal
+    xf = tuple(X[d] for d in comps)
+    phf = tuple(PH[d] for d in comps)
+    shf = tuple(SH[d] for d in comps)
+    np.divide(1.0, A.diag, out=mws.invd)
+    with A.timers("halo_solve"):
+        A.ex.exchange(xf)
+    _residual_many(p_.indptr, p_.indices, A.data, X, B, R, comps, _rows(A))
+    _bicg3_start(R, B, R0, P, V, comps, n, out)
+    sums = red.sum(*out[: 2 * m])
+    infos, tols, bnorms, rho_new = [], [], [], [0.0] * 3
+    act[:] = 0
+    for j in range(m):
+        info, t, bn = initial_info(sums[2 * j], sums[2 * j + 1], tol, rel_tol)
+        infos.append(info)
+        tols.append(t)
+        bnorms.append(bn)
+        d = comps[j]
+        act[d] = info.res0 > t
+        rho[d] = alpha[d] = omega[d] = 1.0
+        rho_new[d] = sums[2 * j]
+    for it in range(1, max_iter + 1):
+        if not act.any():
+            return infos
+        for d in comps:
+            beta[d] = (rho_new[d] / rho[d]) * (alpha[d] / omega[d]) if act[d] else 0.0
+            rho[d] = rho_new[d]
+        _bicg3_p(P, R, V, beta, omega, mws.invd, PH, comps, act, n)
+        _matvec_many(A, PH, V, comps, act, phf)
+        _bicg3_r0v(R0, V, comps, act, n, out)
+        r0v = red.sum(*out[:m])
+        for j in range(m):
+            d = comps[j]
+            if act[d]:
+                if r0v[j] == 0.0:
+                    act[d] = 0
+                    infos[j].converged = infos[j].res <= tols[j]
+                else:
+                    alpha[d] = rho[d] / r0v[j]
+        _bicg3_s(S, R, V, alpha, mws.invd, SH, comps, act, n)
+        _matvec_many(A, SH, T, comps, act, shf)
+        _bicg3_dot3(T, S, comps, act, n, out)
+        dots = red.sum(*out[: 3 * m])
+        for j in range(m):
+            d = comps[j]
+            if not act[d]:
+                continue
+            ts, tt, ss = dots[3 * j: 3 * j + 3]
+            infos[j].iters = it
+            if np.sqrt(ss) / bnorms[j] <= tols[j] or tt == 0.0:
+                act[d] = 2  # converged at s: x += alpha phat, then stop
+                infos[j].res = np.sqrt(ss) / bnorms[j]
+            else:
+                omega[d] = ts / tt
+        _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out)
+        more = any(act[d] == 1 for d in comps)
+        sums = red.sum(*out[: 2 * m]) if more else ()
+        for j in range(m):
+            d = comps[j]
+            if act[d] == 2:
+                act[d] = 0
+            elif act[d]:
+                info = infos[j]
+                rho_new[d] = sums[2 * j]
+                info.res = np.sqrt(sums[2 * j + 1]) / bnorms[j]
+                if info.res <= tols[j]:
+                    act[d] = 0
+                elif omega[d] == 0.0 or rho_new[d] == 0.0:
+                    act[d] = 0
+                    info.converged = False
+    for j in range(m):
+        if act[comps[j]]:
+            infos[j].converged = infos[j].res <= tols[j]
+    return infos

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..linalg.krylov import bicgstab
+from ..linalg.krylov import bicgstab, bicgstab_many
 from ..linalg.matrix import DistMatrix
 from ..linalg.precond import SymmetricGaussSeidel
 from ..linalg.smoother import sgs
@@ -22,47 +22,33 @@ from .schemes import linear_upwind_source, nonorth_diffusion_source
 
 
 @nb.njit(cache=True)
-def momentum_coeffs(owner, neighbour, phi, gdiff, nu_f, vol, dt, ukind, diag, lower, upper):
-    """Implicit upwind convection + orthogonal diffusion + Euler time term."""
-    ni = len(neighbour)
-    for c in range(len(vol)):
-        diag[c] = vol[c] / dt
-    for f in range(ni):
-        F = phi[f]
-        D = nu_f[f] * gdiff[f]
-        upper[f] = -D + min(F, 0.0)
-        lower[f] = -D - max(F, 0.0)
-        diag[owner[f]] += D + max(F, 0.0)
-        diag[neighbour[f]] += D - min(F, 0.0)
-    for f in range(ni, len(owner)):
-        k = ukind[f - ni]
-        if k == FIXED:
-            diag[owner[f]] += nu_f[f] * gdiff[f]
-        elif k == SYMMETRY:  # diffusion to the mirror image of the cell, 2x as far as the face
-            diag[owner[f]] += 0.5 * nu_f[f] * gdiff[f]
-        elif k != EMPTY:  # zero gradient: outflow carries the cell value
-            diag[owner[f]] += max(phi[f], 0.0)
-
-
-@nb.njit(cache=True)
-def momentum_source(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, uvalue, U, Uold,
-                    linear, comps, b0, sf):
-    """Right-hand side without the pressure gradient: time term, boundary values and the
-    deferred correction from upwind to linear interpolation.
+def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, uvalue, U,
+                    Uold, linear, comps, diag, lower, upper, b0, sf):
+    """Coefficients and right-hand side (without the pressure gradient) in one pass over the
+    faces: implicit upwind convection + orthogonal diffusion + Euler time term, and the time
+    term's source, the boundary values and the deferred correction from upwind to linear
+    interpolation.
 
     A symmetry face diffuses towards the cell's mirror image (velocity reflected, twice the
     face distance away), whose value lags by a step or iteration: the coefficients are
     those of a cell next to its mirror image, so a half domain converges to the same
     solution as the full, symmetric one."""
     ni = len(neighbour)
-    for d in comps:
-        for c in range(len(vol)):
-            b0[d, c] = vol[c] / dt * Uold[d, c]
-    if linear:
-        for f in range(ni):
-            o = owner[f]
-            n = neighbour[f]
-            F = phi[f]
+    for c in range(len(vol)):
+        vt = vol[c] / dt
+        diag[c] = vt
+        for d in comps:
+            b0[d, c] = vt * Uold[d, c]
+    for f in range(ni):
+        o = owner[f]
+        n = neighbour[f]
+        F = phi[f]
+        D = nu_f[f] * gdiff[f]
+        upper[f] = -D + min(F, 0.0)
+        lower[f] = -D - max(F, 0.0)
+        diag[o] += D + max(F, 0.0)
+        diag[n] += D - min(F, 0.0)
+        if linear:
             w = weight[f]
             for d in comps:
                 ulin = w * U[d, o] + (1.0 - w) * U[d, n]
@@ -75,20 +61,49 @@ def momentum_source(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
         k = ukind[b]
         o = owner[f]
         if k == FIXED:
-            coef = nu_f[f] * gdiff[f] - phi[f]
+            D = nu_f[f] * gdiff[f]
+            diag[o] += D
+            coef = D - phi[f]
             for d in comps:
                 b0[d, o] += coef * uvalue[b, d]
         elif k == SYMMETRY:
+            coef = 0.5 * nu_f[f] * gdiff[f]
+            diag[o] += coef
             m = np.sqrt(sf[f, 0] ** 2 + sf[f, 1] ** 2 + sf[f, 2] ** 2)
             un = 0.0
             for d in range(3):
                 un += U[d, o] * sf[f, d] / m
-            coef = 0.5 * nu_f[f] * gdiff[f]
             for d in comps:
                 b0[d, o] += coef * (U[d, o] - 2.0 * un * sf[f, d] / m)
-        elif k != EMPTY and phi[f] < 0.0:  # zero-gradient inflow: explicit
-            for d in comps:
-                b0[d, o] -= phi[f] * U[d, o]
+        elif k != EMPTY:  # zero gradient: outflow carries the cell value, inflow explicit
+            diag[o] += max(phi[f], 0.0)
+            if phi[f] < 0.0:
+                for d in comps:
+                    b0[d, o] -= phi[f] * U[d, o]
+
+
+@nb.njit(cache=True)
+def momentum_rhs(b0, vol, grad, comps, n, rhs):
+    """``rhs[d] = b0[d] - V grad p[d]`` on the ``n`` owned rows of each component."""
+    for d in comps:
+        for c in range(n):
+            rhs[d, c] = b0[d, c] - vol[c] * grad[d, c]
+
+
+@nb.njit(cache=True)
+def h_by_a_kernel(indptr, indices, data, diag_pos, diag, U, b0, vol, comps, HbyA, rAU):
+    """``H/A = (b0 - (A - D) U) / D`` of each component in one pass over the matrix (the
+    neighbour sum in row order, the diagonal skipped), and ``V/A``, on the owned rows."""
+    for i in range(len(diag)):
+        k0, kd, k1 = indptr[i], diag_pos[i], indptr[i + 1]
+        for d in comps:
+            s = 0.0
+            for k in range(k0, kd):
+                s += data[k] * U[d, indices[k]]
+            for k in range(kd + 1, k1):
+                s += data[k] * U[d, indices[k]]
+            HbyA[d, i] = (b0[d, i] - s) / diag[i]
+        rAU[i] = vol[i] / diag[i]
 
 
 @nb.njit(cache=True)
@@ -110,12 +125,13 @@ class Momentum:
     convection need velocity gradients, whose ghost rows are exchanged."""
 
     def __init__(self, U, lmesh, fc, bc, comps, gradient, nu_face, pattern, exchanger, red,
-                 workspace, scratch, timers, *, convection: str, nonorth: bool, settings):
+                 workspace, many, scratch, timers, *, convection: str, nonorth: bool, settings):
         lm = lmesh
         n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
         self.U, self.lm, self.fc, self.bc, self.comps = U, lm, fc, bc, comps
         self.gradient, self.nu_face = gradient, nu_face
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
+        self.mws = many  # the lockstep solve's vectors (BiCGStab-Jacobi)
         self.cfg = settings
         self.vol = lm.geometry.cell_volumes
         self.sf = lm.geometry.face_areas
@@ -128,7 +144,7 @@ class Momentum:
         self.diag, self.lower, self.upper = scratch.diag, scratch.lower, scratch.upper
         self.rhs, self.work = scratch.rhs, scratch.work
         self.b0 = np.zeros((3, n))
-        self.u_fields = [U[d] for d in comps]
+        self.u_fields = tuple(U[d] for d in comps)
         fcs = lm.geometry.face_centres
         self.fcn = fcs if lm.face_shift is None else np.ascontiguousarray(
             fcs[:ni] - lm.face_shift)  # face centres seen from the neighbour (periodic)
@@ -137,7 +153,7 @@ class Momentum:
             self.gradU = np.zeros((3, 3, n))
             self.ub = np.zeros((3, nf - ni))
             self.gkind = bc.grad_kind
-            self._gu_fields = [self.gradU[d, e] for d in comps for e in comps]
+            self._gu_fields = tuple(self.gradU[d, e] for d in comps for e in comps)
 
     def assemble(self, phi, U_conv, U_time, ddt: float) -> None:
         """Coefficients and right-hand side from the convecting flux ``phi``, the explicit
@@ -145,11 +161,9 @@ class Momentum:
         the matrix (after any under-relaxation of ``diag`` and ``b0``)."""
         lm, bc, fc = self.lm, self.bc, self.fc
         with self.timers("assemble"):
-            momentum_coeffs(lm.owner, lm.neighbour, phi, fc.gdiff, self.nu_face, self.vol,
-                            ddt, bc.u_kind, self.diag, self.lower, self.upper)
-            momentum_source(lm.owner, lm.neighbour, fc.weight, phi, fc.gdiff, self.nu_face,
-                            self.vol, ddt, bc.u_kind, bc.u_value, U_conv, U_time,
-                            self.linear, self.comps, self.b0, self.sf)
+            momentum_system(lm.owner, lm.neighbour, fc.weight, phi, fc.gdiff, self.nu_face,
+                            self.vol, ddt, bc.u_kind, bc.u_value, U_conv, U_time, self.linear,
+                            self.comps, self.diag, self.lower, self.upper, self.b0, self.sf)
         if self.gradU is not None:
             self._explicit(phi, U_conv)
 
@@ -185,6 +199,16 @@ class Momentum:
     def predict(self, grad) -> list:
         """Solve for each component with the pressure gradient ``grad``; ghosts exchanged."""
         T = self.timers
+        if self.cfg.method == "bicgstab-jacobi":  # every component in one lockstep solve
+            cfg = self.cfg
+            with T("solve_U"):
+                momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned,
+                             self.mws.rhs)
+                u_solves = bicgstab_many(self.M, self.U, self.comps, cfg.tol, cfg.max_iter,
+                                         self.red, self.mws, cfg.rel_tol)
+            with T("halo"):
+                self.ex.exchange(self.u_fields)
+            return u_solves
         u_solves = []
         with T("solve_U"):
             for d in self.comps:
@@ -207,9 +231,7 @@ class Momentum:
 
     def h_by_a(self, HbyA, rAU) -> None:
         """``H/A`` and ``V/A`` on owned cells from the matrix and the current velocity."""
-        n = self.lm.n_owned
-        for d in self.comps:
-            self.M.off_diagonal(self.U[d], self.work)
-            np.subtract(self.b0[d, :n], self.work[:n], out=HbyA[d, :n])
-            HbyA[d, :n] /= self.M.diag
-        np.divide(self.vol[:n], self.M.diag, out=rAU[:n])
+        M = self.M
+        p = M.pattern
+        h_by_a_kernel(p.indptr, p.indices, M.data, p.diag_pos, M.diag, self.U, self.b0,
+                      self.vol, self.comps, HbyA, rAU)

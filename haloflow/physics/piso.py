@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg.krylov import SolveInfo, Workspace
+from ..linalg.krylov import ManyWorkspace, SolveInfo
 from ..linalg.matrix import Pattern
 from ..mesh.fv import face_coeffs
 from ..parallel.timers import NULL_TIMERS
@@ -71,10 +71,11 @@ class PisoSolver:
         self.end_time, self.steady_tol = self._schedule(s)
 
         pattern = Pattern(lm)
-        ws = Workspace(n, lm.n_owned, 8)
+        many = ManyWorkspace(n, lm.n_owned)  # its rows also serve the other solves
+        ws = many.as_workspace(8)
         common = (lm, self.fc, self.bc, self.comps, self.gradient)
         self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
-                                 red, ws, scratch, timers, convection=s.convection,
+                                 red, ws, many, scratch, timers, convection=s.convection,
                                  nonorth=self.nonorth, settings=s.momentum)
         self.pressure = Pressure(self.p, self.grad, self.phi, *common, pattern, exchanger, red,
                                  ws, scratch, timers, nonorth=self.nonorth,
