@@ -55,6 +55,14 @@ def change_norms(U, Uold, vol, comps, n_owned):
     return a, b
 
 
+@nb.njit(cache=True)
+def step_norms(owner, neighbour, phi, U, Uold, vol, comps, n_owned, work):
+    """:func:`abs_divergence` and :func:`change_norms` in one call (the same sums)."""
+    dv = abs_divergence(owner, neighbour, phi, n_owned, work)
+    a, b = change_norms(U, Uold, vol, comps, n_owned)
+    return dv, a, b
+
+
 class StepMonitor:
     """Continuity and change of one step, in one reduction; raises :class:`DivergenceError`
     when the rms speed leaves any bound an incompressible flow with these boundary speeds
@@ -72,9 +80,8 @@ class StepMonitor:
         lm = self.lm
         n = lm.n_owned
         with self.timers("monitor"):
-            dv = abs_divergence(lm.owner, lm.neighbour, phi, n, self.work)
-            a, b = change_norms(U, U_old, self.vol, self.comps, n)
-            dv, a, b = self.red.sum(dv, a, b)
+            dv, a, b = self.red.sum(*step_norms(lm.owner, lm.neighbour, phi, U, U_old,
+                                                self.vol, self.comps, n, self.work))
         rms = np.sqrt(b / self.total_volume)
         if not np.isfinite(a + b + dv) or rms > DIVERGED_SPEED * self.u_ref:
             raise DivergenceError(

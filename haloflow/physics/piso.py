@@ -64,7 +64,7 @@ class PisoSolver:
         self.grad = np.zeros((3, n))  # of the pressure
         self.HbyA = np.zeros((3, n))
         self.rAU = np.zeros(n)
-        self._h_fields = [self.HbyA[d] for d in self.comps] + [self.rAU]
+        self._h_fields = tuple(self.HbyA[d] for d in self.comps) + (self.rAU,)
         self.time = 0.0
         self.ts = self._time_scheme(s)
         self.dt = self.ts.dt
@@ -139,8 +139,9 @@ class PisoSolver:
         with T("assemble"):
             self._relax_momentum()
             self.momentum.fill()
-        with T("fluxes"):
-            self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
+        if not self.pressure.grad_current:  # else the last correction left it current
+            with T("fluxes"):
+                self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
 
     def _relax_momentum(self) -> None:
         """Implicit under-relaxation of the momentum equation: none in PISO."""
@@ -151,7 +152,8 @@ class PisoSolver:
         solved to the final tolerance."""
         with self.timers("assemble"):
             self._hbya()
-        self.pressure.predict_fluxes(self.HbyA, self.rAU, self._h_fields)
+        self.pressure.predict_fluxes(self.HbyA, self.rAU, self._h_fields,
+                                     self._system_with_fluxes())
         self._flux_memory()
         info = self.pressure.solve(self.rAU, last)
         self._update()
@@ -159,6 +161,11 @@ class PisoSolver:
 
     def _hbya(self) -> None:
         self.momentum.h_by_a(self.HbyA, self.rAU)
+
+    def _system_with_fluxes(self) -> bool:
+        """Whether the pressure equation can be assembled with the predicted fluxes: unless
+        the non-orthogonal part or :meth:`_flux_memory` changes them before the solve."""
+        return not self.nonorth
 
     def _flux_memory(self) -> None:
         """A correction of the predicted fluxes from the previous ones: none in PISO."""
