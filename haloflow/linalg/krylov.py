@@ -307,30 +307,49 @@ def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond,
 
 @kernel
 def _spmv_many(indptr, indices, data, X, Y, comps, act, runs):
-    """``Y[d] = A X[d]`` for each active component ``d`` on the rows of ``runs``, one pass
-    over the matrix; each row summed as :func:`~haloflow.linalg.matrix.spmv` sums it."""
-    for q in nb.prange(len(runs) // 2):
-        for i in range(runs[2 * q], runs[2 * q + 1]):
-            k0, k1 = indptr[i], indptr[i + 1]
-            for d in comps:
-                if act[d]:
-                    s = 0.0
-                    for k in range(k0, k1):
-                        s += data[k] * X[d, indices[k]]
-                    Y[d, i] = s
+    """``Y[d] = A X[d]`` for each active component ``d`` on the rows of ``runs``; each row
+    summed as :func:`~haloflow.linalg.matrix.spmv` sums it.  Three active components share
+    one pass over the matrix."""
+    if len(comps) == 3 and act[0] and act[1] and act[2]:
+        x0, x1, x2, y0, y1, y2 = X[0], X[1], X[2], Y[0], Y[1], Y[2]
+        for q in nb.prange(len(runs) // 2):
+            for i in range(runs[2 * q], runs[2 * q + 1]):
+                s0 = 0.0
+                s1 = 0.0
+                s2 = 0.0
+                for k in range(indptr[i], indptr[i + 1]):
+                    a = data[k]
+                    j = indices[k]
+                    s0 += a * x0[j]
+                    s1 += a * x1[j]
+                    s2 += a * x2[j]
+                y0[i] = s0
+                y1[i] = s1
+                y2[i] = s2
+        return
+    for d in comps:
+        if not act[d]:
+            continue
+        x, y = X[d], Y[d]
+        for q in nb.prange(len(runs) // 2):
+            for i in range(runs[2 * q], runs[2 * q + 1]):
+                s = 0.0
+                for k in range(indptr[i], indptr[i + 1]):
+                    s += data[k] * x[indices[k]]
+                y[i] = s
 
 
 @kernel
 def _residual_many(indptr, indices, data, X, B, R, comps, runs):
     """``R[d] = B[d] - A X[d]`` on the rows of ``runs`` (as ``residual`` sums a row)."""
-    for q in nb.prange(len(runs) // 2):
-        for i in range(runs[2 * q], runs[2 * q + 1]):
-            k0, k1 = indptr[i], indptr[i + 1]
-            for d in comps:
-                s = B[d, i]
-                for k in range(k0, k1):
-                    s -= data[k] * X[d, indices[k]]
-                R[d, i] = s
+    for d in comps:
+        x, b, r = X[d], B[d], R[d]
+        for q in nb.prange(len(runs) // 2):
+            for i in range(runs[2 * q], runs[2 * q + 1]):
+                s = b[i]
+                for k in range(indptr[i], indptr[i + 1]):
+                    s -= data[k] * x[indices[k]]
+                r[i] = s
 
 
 @kernel
@@ -339,14 +358,15 @@ def _bicg3_start(R, B, R0, P, V, comps, n, out):
     0``."""
     for j in range(len(comps)):
         d = comps[j]
+        r, b, r0, p, v = R[d], B[d], R0[d], P[d], V[d]
         rr = 0.0
         bb = 0.0
         for i in range(n):
-            rr += R[d, i] * R[d, i]
-            bb += B[d, i] * B[d, i]
-            R0[d, i] = R[d, i]
-            P[d, i] = 0.0
-            V[d, i] = 0.0
+            rr += r[i] * r[i]
+            bb += b[i] * b[i]
+            r0[i] = r[i]
+            p[i] = 0.0
+            v[i] = 0.0
         out[2 * j] = rr
         out[2 * j + 1] = bb
 
@@ -354,14 +374,14 @@ def _bicg3_start(R, B, R0, P, V, comps, n, out):
 @kernel
 def _bicg3_p(P, R, V, beta, omega, invd, PH, comps, act, n):
     """``p = r + beta (p - omega v)``, ``phat = D^-1 p`` (as :func:`_bicg_p`)."""
-    for j in range(len(comps)):
-        d = comps[j]
+    for d in comps:
         if not act[d]:
             continue
         b, w = beta[d], omega[d]
+        p, r, v, ph = P[d], R[d], V[d], PH[d]
         for i in nb.prange(n):
-            P[d, i] = R[d, i] + b * (P[d, i] - w * V[d, i])
-            PH[d, i] = invd[i] * P[d, i]
+            p[i] = r[i] + b * (p[i] - w * v[i])
+            ph[i] = invd[i] * p[i]
 
 
 @kernel
@@ -369,23 +389,24 @@ def _bicg3_r0v(R0, V, comps, act, n, out):
     """``out[j] = r0.v`` of each active component (0 for the others)."""
     for j in range(len(comps)):
         d = comps[j]
+        r0, v = R0[d], V[d]
         s = 0.0
         if act[d]:
             for i in nb.prange(n):
-                s += R0[d, i] * V[d, i]
+                s += r0[i] * v[i]
         out[j] = s
 
 
 @kernel
 def _bicg3_s(S, R, V, alpha, invd, SH, comps, act, n):
-    for j in range(len(comps)):
-        d = comps[j]
+    for d in comps:
         if not act[d]:
             continue
         a = alpha[d]
+        s, r, v, sh = S[d], R[d], V[d], SH[d]
         for i in nb.prange(n):
-            S[d, i] = R[d, i] - a * V[d, i]
-            SH[d, i] = invd[i] * S[d, i]
+            s[i] = r[i] - a * v[i]
+            sh[i] = invd[i] * s[i]
 
 
 @kernel
@@ -393,14 +414,15 @@ def _bicg3_dot3(T, S, comps, act, n, out):
     """``out[3j:3j+3] = (t.s, t.t, s.s)`` of each active component."""
     for j in range(len(comps)):
         d = comps[j]
+        t, s = T[d], S[d]
         s1 = 0.0
         s2 = 0.0
         s3 = 0.0
         if act[d]:
             for i in nb.prange(n):
-                s1 += T[d, i] * S[d, i]
-                s2 += T[d, i] * T[d, i]
-                s3 += S[d, i] * S[d, i]
+                s1 += t[i] * s[i]
+                s2 += t[i] * t[i]
+                s3 += s[i] * s[i]
         out[3 * j] = s1
         out[3 * j + 1] = s2
         out[3 * j + 2] = s3
@@ -413,17 +435,18 @@ def _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out):
     for j in range(len(comps)):
         d = comps[j]
         a, w = alpha[d], omega[d]
+        x, ph, sh, r, s, t, r0 = X[d], PH[d], SH[d], R[d], S[d], T[d], R0[d]
         s1 = 0.0
         s2 = 0.0
         if act[d] == 2:
             for i in nb.prange(n):
-                X[d, i] += a * PH[d, i]
+                x[i] += a * ph[i]
         elif act[d]:
             for i in nb.prange(n):
-                X[d, i] += a * PH[d, i] + w * SH[d, i]
-                R[d, i] = S[d, i] - w * T[d, i]
-                s1 += R0[d, i] * R[d, i]
-                s2 += R[d, i] * R[d, i]
+                x[i] += a * ph[i] + w * sh[i]
+                r[i] = s[i] - w * t[i]
+                s1 += r0[i] * r[i]
+                s2 += r[i] * r[i]
         out[2 * j] = s1
         out[2 * j + 1] = s2
 

@@ -24,8 +24,8 @@ from .schemes import linear_upwind_source, nonorth_diffusion_source
 @nb.njit(cache=True)
 def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, uvalue, U,
                     Uold, linear, comps, diag, lower, upper, b0, sf):
-    """Coefficients and right-hand side (without the pressure gradient) in one pass over the
-    faces: implicit upwind convection + orthogonal diffusion + Euler time term, and the time
+    """Coefficients and right-hand side (without the pressure gradient) in one call:
+    implicit upwind convection + orthogonal diffusion + Euler time term, and the time
     term's source, the boundary values and the deferred correction from upwind to linear
     interpolation.
 
@@ -35,27 +35,30 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
     solution as the full, symmetric one."""
     ni = len(neighbour)
     for c in range(len(vol)):
-        vt = vol[c] / dt
-        diag[c] = vt
-        for d in comps:
-            b0[d, c] = vt * Uold[d, c]
+        diag[c] = vol[c] / dt
     for f in range(ni):
-        o = owner[f]
-        n = neighbour[f]
         F = phi[f]
         D = nu_f[f] * gdiff[f]
         upper[f] = -D + min(F, 0.0)
         lower[f] = -D - max(F, 0.0)
-        diag[o] += D + max(F, 0.0)
-        diag[n] += D - min(F, 0.0)
-        if linear:
+        diag[owner[f]] += D + max(F, 0.0)
+        diag[neighbour[f]] += D - min(F, 0.0)
+    for d in comps:  # a pass per component on its own rows: twice as fast as one for all
+        bd, ud, u = b0[d], Uold[d], U[d]
+        for c in range(len(vol)):
+            bd[c] = vol[c] / dt * ud[c]
+        if not linear:
+            continue
+        for f in range(ni):
+            o = owner[f]
+            n = neighbour[f]
+            F = phi[f]
             w = weight[f]
-            for d in comps:
-                ulin = w * U[d, o] + (1.0 - w) * U[d, n]
-                uup = U[d, o] if F >= 0.0 else U[d, n]
-                corr = F * (ulin - uup)
-                b0[d, o] -= corr
-                b0[d, n] += corr
+            ulin = w * u[o] + (1.0 - w) * u[n]
+            uup = u[o] if F >= 0.0 else u[n]
+            corr = F * (ulin - uup)
+            bd[o] -= corr
+            bd[n] += corr
     for f in range(ni, len(owner)):
         b = f - ni
         k = ukind[b]
@@ -92,17 +95,41 @@ def momentum_rhs(b0, vol, grad, comps, n, rhs):
 
 @nb.njit(cache=True)
 def h_by_a_kernel(indptr, indices, data, diag_pos, diag, U, b0, vol, comps, HbyA, rAU):
-    """``H/A = (b0 - (A - D) U) / D`` of each component in one pass over the matrix (the
-    neighbour sum in row order, the diagonal skipped), and ``V/A``, on the owned rows."""
-    for i in range(len(diag)):
-        k0, kd, k1 = indptr[i], diag_pos[i], indptr[i + 1]
+    """``H/A = (b0 - (A - D) U) / D`` of each component (the neighbour sum in row order, the
+    diagonal skipped) and ``V/A``, on the owned rows."""
+    if len(comps) == 3:  # one pass over the matrix for the three
+        u0, u1, u2, h0, h1, h2 = U[0], U[1], U[2], HbyA[0], HbyA[1], HbyA[2]
+        c0, c1, c2 = b0[0], b0[1], b0[2]
+        for i in range(len(diag)):
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for k in range(indptr[i], diag_pos[i]):
+                a = data[k]
+                j = indices[k]
+                s0 += a * u0[j]
+                s1 += a * u1[j]
+                s2 += a * u2[j]
+            for k in range(diag_pos[i] + 1, indptr[i + 1]):
+                a = data[k]
+                j = indices[k]
+                s0 += a * u0[j]
+                s1 += a * u1[j]
+                s2 += a * u2[j]
+            h0[i] = (c0[i] - s0) / diag[i]
+            h1[i] = (c1[i] - s1) / diag[i]
+            h2[i] = (c2[i] - s2) / diag[i]
+    else:
         for d in comps:
-            s = 0.0
-            for k in range(k0, kd):
-                s += data[k] * U[d, indices[k]]
-            for k in range(kd + 1, k1):
-                s += data[k] * U[d, indices[k]]
-            HbyA[d, i] = (b0[d, i] - s) / diag[i]
+            u, h, c = U[d], HbyA[d], b0[d]
+            for i in range(len(diag)):
+                s = 0.0
+                for k in range(indptr[i], diag_pos[i]):
+                    s += data[k] * u[indices[k]]
+                for k in range(diag_pos[i] + 1, indptr[i + 1]):
+                    s += data[k] * u[indices[k]]
+                h[i] = (c[i] - s) / diag[i]
+    for i in range(len(diag)):
         rAU[i] = vol[i] / diag[i]
 
 
