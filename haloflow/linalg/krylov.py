@@ -505,11 +505,12 @@ def _rows(A) -> np.ndarray:
 
 
 def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
-                  rel_tol: float = 0.0) -> list[SolveInfo]:
+                  rel_tol: float = 0.0, ghosts_current: bool = False) -> list[SolveInfo]:
     """Solve ``A X[d] = mws.rhs[d]`` in place for each ``d`` in ``comps`` (an int64 array) by
     Jacobi-preconditioned BiCGStab, all components in lockstep: per iteration two exchanges
     and three allreduces in all, not per component.  Returns one :class:`SolveInfo` per
-    component, each what :func:`bicgstab` would return for that component alone."""
+    component, each what :func:`bicgstab` would return for that component alone.
+    ``ghosts_current``: the ghost values of ``X`` are up to date (no exchange first)."""
     n = A.pattern.n_rows
     p_ = A.pattern
     B, R, R0, P, V, PH, T, SH = mws.w
@@ -521,8 +522,9 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     phf = tuple(PH[d] for d in comps)
     shf = tuple(SH[d] for d in comps)
     np.divide(1.0, A.diag, out=mws.invd)
-    with A.timers("halo_solve"):
-        A.ex.exchange(xf)
+    if not ghosts_current:
+        with A.timers("halo_solve"):
+            A.ex.exchange(xf)
     _residual_many(p_.indptr, p_.indices, A.data, X, B, R, comps, _rows(A))
     _bicg3_start(R, B, R0, P, V, comps, n, out)
     sums = red.sum(*out[: 2 * m])

@@ -159,6 +159,9 @@ class Momentum:
         self.gradient, self.nu_face = gradient, nu_face
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
         self.mws = many  # the lockstep solve's vectors (BiCGStab-Jacobi)
+        # every step ends by exchanging U (the velocity correction), so the predictor's
+        # initial guess has current ghosts from the second step on
+        self._ghosts_current = False
         self.cfg = settings
         self.vol = lm.geometry.cell_volumes
         self.sf = lm.geometry.face_areas
@@ -232,7 +235,9 @@ class Momentum:
                 momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned,
                              self.mws.rhs)
                 u_solves = bicgstab_many(self.M, self.U, self.comps, cfg.tol, cfg.max_iter,
-                                         self.red, self.mws, cfg.rel_tol)
+                                         self.red, self.mws, cfg.rel_tol,
+                                         self._ghosts_current)
+                self._ghosts_current = True
             with T("halo"):
                 self.ex.exchange(self.u_fields)
             return u_solves

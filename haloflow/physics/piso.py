@@ -65,6 +65,7 @@ class PisoSolver:
         self.HbyA = np.zeros((3, n))
         self.rAU = np.zeros(n)
         self._h_fields = tuple(self.HbyA[d] for d in self.comps) + (self.rAU,)
+        self._rau_sent = False  # the ghosts of V/A are this matrix's (it changes per step)
         self.time = 0.0
         self.ts = self._time_scheme(s)
         self.dt = self.ts.dt
@@ -124,6 +125,7 @@ class PisoSolver:
     def step(self) -> StepInfo:
         self.ts.begin_step(self.U)
         self._assemble_momentum()
+        self._rau_sent = False
         u_solves = self.momentum.predict(self.grad)
         p_solves = [self._correct(k == self.n_corr - 1) for k in range(self.n_corr)]
         self.closure.solve(self)
@@ -152,8 +154,9 @@ class PisoSolver:
         solved to the final tolerance."""
         with self.timers("assemble"):
             self._hbya()
-        self.pressure.predict_fluxes(self.HbyA, self.rAU, self._h_fields,
-                                     self._system_with_fluxes())
+        h = self._h_fields[:-1] if self._rau_sent else self._h_fields
+        self._rau_sent = True
+        self.pressure.predict_fluxes(self.HbyA, self.rAU, h, self._system_with_fluxes())
         self._flux_memory()
         info = self.pressure.solve(self.rAU, last)
         self._update()
