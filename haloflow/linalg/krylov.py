@@ -479,9 +479,12 @@ class ManyWorkspace:
 
 
 def _matvec_many(A, X, Y, comps, act, fields) -> None:
-    """``Y = A X`` for the active components; the ghosts of every component in ``fields``
-    travel in one exchange (overlapped with the inner rows where the exchanger can)."""
+    """``Y = A X`` for the active components; their ghosts travel in one exchange
+    (overlapped with the inner rows where the exchanger can).  ``fields``: the rows of ``X``
+    of every component, sent as they are while all are active."""
     p = A.pattern
+    if not act[comps].all():
+        fields = tuple(X[d] for d in comps if act[d])
     if A.overlap:
         with A.timers("halo_solve"):
             h = A.ex.start(fields)
