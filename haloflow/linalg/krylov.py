@@ -16,6 +16,7 @@ import numba as nb
 import numpy as np
 
 from ..parallel.reduce import Reducer
+from ..parallel import threads
 from ..parallel.threads import kernel
 
 
@@ -462,6 +463,9 @@ class ManyWorkspace:
         self.red_out = np.zeros(9)  # per-component partial sums, 3 at most per component
         self.act = np.zeros(3, dtype=np.int64)
         self.scal = np.zeros((4, 3))  # alpha, beta, omega, rho per component
+        self.sc = np.zeros((9, 3))  # the compiled solve's scalars per component
+        self.out = np.zeros(6, dtype=np.int64)  # its iterations and convergence flags
+        self.count = np.zeros(3, dtype=np.int64)  # its allreduces, exchanges, fields
 
     @property
     def rhs(self) -> np.ndarray:
@@ -514,6 +518,8 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     and three allreduces in all, not per component.  Returns one :class:`SolveInfo` per
     component, each what :func:`bicgstab` would return for that component alone.
     ``ghosts_current``: the ghost values of ``X`` are up to date (no exchange first)."""
+    if not red.parallel and not A.ex.neighbours and not threads.threaded():
+        return _serial_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current)
     n = A.pattern.n_rows
     p_ = A.pattern
     B, R, R0, P, V, PH, T, SH = mws.w
@@ -595,3 +601,193 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
         if act[comps[j]]:
             infos[j].converged = infos[j].res <= tols[j]
     return infos
+
+
+@nb.njit(cache=True)
+def _spmv_rows(indptr, indices, data, X, Y, act, m, comps):
+    """``Y[d] = A X[d]`` on every row for the active components (three together)."""
+    nr = len(indptr) - 1
+    if m == 3 and act[0] == 1 and act[1] == 1 and act[2] == 1:
+        x0, x1, x2, y0, y1, y2 = X[0], X[1], X[2], Y[0], Y[1], Y[2]
+        for i in range(nr):
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                a = data[k]
+                j = indices[k]
+                s0 += a * x0[j]
+                s1 += a * x1[j]
+                s2 += a * x2[j]
+            y0[i] = s0
+            y1[i] = s1
+            y2[i] = s2
+        return
+    for d in comps:
+        if act[d] != 1:
+            continue
+        x, y = X[d], Y[d]
+        for i in range(nr):
+            s = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                s += data[k] * x[indices[k]]
+            y[i] = s
+
+
+@nb.njit(cache=True)
+def _serial_start(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, act, sc, out):
+    """The start of :func:`_bicgstab_many_serial`: ``D^-1``, residuals, their norms and the
+    tolerances, as :func:`bicgstab_many` sets them up."""
+    n = len(diag)
+    B, R, R0, P, V = W[0], W[1], W[2], W[3], W[4]
+    for i in range(n):
+        invd[i] = 1.0 / diag[i]
+    for d in comps:
+        x, b, r, r0, p, v = X[d], B[d], R[d], R0[d], P[d], V[d]
+        rr = 0.0
+        bb = 0.0
+        for i in range(n):
+            s = b[i]
+            for k in range(indptr[i], indptr[i + 1]):
+                s -= data[k] * x[indices[k]]
+            r[i] = s
+        for i in range(n):
+            rr += r[i] * r[i]
+            bb += b[i] * b[i]
+            r0[i] = r[i]
+            p[i] = 0.0
+            v[i] = 0.0
+        bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
+        res0 = np.sqrt(rr) / bnorm
+        sc[8, d] = res0
+        sc[7, d] = res0
+        sc[6, d] = bnorm
+        sc[5, d] = max(tol, rel_tol * res0)
+        act[d] = 1 if res0 > sc[5, d] else 0
+        sc[0, d] = sc[2, d] = sc[3, d] = 1.0
+        sc[4, d] = rr
+        out[d] = 0
+        out[3 + d] = 1
+
+
+@nb.njit(cache=True)
+def _bicgstab_many_serial(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol,
+                          max_iter, act, sc, out, count):
+    """:func:`bicgstab_many` on one rank without neighbours, as one compiled call: the same
+    operations in the same order (so the same iterates to the bit).  ``sc[0..8, d]``:
+    alpha, beta, omega, rho, rho_new, tolerance, ||b||, residual, initial residual;
+    ``out[d]``: iterations, ``out[3 + d]``: converged; ``count``: the allreduces, exchanges
+    and exchanged fields a parallel run would make."""
+    n = len(diag)
+    m = len(comps)
+    R, R0, P, V, PH, T, SH = W[1], W[2], W[3], W[4], W[5], W[6], W[7]
+    _serial_start(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, act, sc, out)
+    count[0] += 1
+    for it in range(1, max_iter + 1):
+        na = 0
+        for d in comps:
+            na += act[d]
+        if na == 0:
+            return
+        for d in comps:
+            if act[d]:
+                bt = (sc[4, d] / sc[3, d]) * (sc[0, d] / sc[2, d])
+                sc[3, d] = sc[4, d]
+                w = sc[2, d]
+                p, r, v, ph = P[d], R[d], V[d], PH[d]
+                for i in range(n):
+                    p[i] = r[i] + bt * (p[i] - w * v[i])
+                    ph[i] = invd[i] * p[i]
+        count[1] += 1
+        count[2] += na
+        _spmv_rows(indptr, indices, data, PH, V, act, m, comps)
+        na = 0
+        for d in comps:
+            if act[d]:
+                r0, v = R0[d], V[d]
+                s = 0.0
+                for i in range(n):
+                    s += r0[i] * v[i]
+                if s == 0.0:
+                    act[d] = 0
+                    out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
+                else:
+                    sc[0, d] = sc[3, d] / s
+                    na += 1
+        count[0] += 1
+        for d in comps:
+            if act[d]:
+                a = sc[0, d]
+                r, v, sh = R[d], V[d], SH[d]
+                for i in range(n):
+                    r[i] = r[i] - a * v[i]
+                    sh[i] = invd[i] * r[i]
+        count[1] += 1
+        count[2] += na
+        _spmv_rows(indptr, indices, data, SH, T, act, m, comps)
+        for d in comps:
+            if act[d]:
+                t, s_ = T[d], R[d]
+                s1 = 0.0
+                s2 = 0.0
+                s3 = 0.0
+                for i in range(n):
+                    s1 += t[i] * s_[i]
+                    s2 += t[i] * t[i]
+                    s3 += s_[i] * s_[i]
+                out[d] = it
+                if np.sqrt(s3) / sc[6, d] <= sc[5, d] or s2 == 0.0:
+                    act[d] = 2
+                    sc[7, d] = np.sqrt(s3) / sc[6, d]
+                else:
+                    sc[2, d] = s1 / s2
+        count[0] += 1
+        more = False
+        for d in comps:
+            a, w = sc[0, d], sc[2, d]
+            x, ph, sh, r, t, r0 = X[d], PH[d], SH[d], R[d], T[d], R0[d]
+            if act[d] == 2:
+                for i in range(n):
+                    x[i] += a * ph[i]
+                act[d] = 0
+            elif act[d] == 1:
+                more = True
+                s1 = 0.0
+                s2 = 0.0
+                for i in range(n):
+                    x[i] += a * ph[i] + w * sh[i]
+                    r[i] = r[i] - w * t[i]
+                    s1 += r0[i] * r[i]
+                    s2 += r[i] * r[i]
+                sc[4, d] = s1
+                sc[7, d] = np.sqrt(s2) / sc[6, d]
+                if sc[7, d] <= sc[5, d]:
+                    act[d] = 0
+                elif w == 0.0 or s1 == 0.0:
+                    act[d] = 0
+                    out[3 + d] = 0
+        if more:
+            count[0] += 1
+    for d in comps:
+        if act[d]:
+            out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
+
+
+def _serial_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
+    """:func:`bicgstab_many` as one compiled call (one rank, no neighbours, serial kernels):
+    at 512 cells the Python loop cost more than its arithmetic.  The reductions and
+    exchanges a parallel run would make are counted all the same."""
+    p = A.pattern
+    c = mws.count
+    c[:] = 0
+    if not ghosts_current:
+        c[1], c[2] = 1, len(comps)
+    _bicgstab_many_serial(p.indptr, p.indices, A.data, A.diag, mws.invd, X, mws.w, comps,
+                          tol, rel_tol, max_iter, mws.act, mws.sc, mws.out, c)
+    red.stats.calls += int(c[0])
+    st = A.ex.stats
+    st.calls += int(c[1])
+    st.fields += int(c[2])
+    sc, out = mws.sc, mws.out
+    return [SolveInfo(iters=int(out[d]), res0=float(sc[8, d]), res=float(sc[7, d]),
+                      converged=bool(out[3 + d])) for d in comps]
