@@ -107,6 +107,7 @@ def fluxes_and_system(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uva
     ``f0`` were predicted while the ghosts of ``H/A`` were in flight).  Each face and cell
     sees exactly the operations of the two kernels, in their order."""
     ni = len(neighbour)
+    h0, h1, h2 = HbyA[0], HbyA[1], HbyA[2]  # rows: a fifth faster than HbyA[d, cell]
     for c in range(n_cells):
         diag[c] = 0.0
         rhs[c] = 0.0
@@ -115,17 +116,23 @@ def fluxes_and_system(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uva
         n = neighbour[f]
         if f >= f0:
             w = weight[f]
+            w1 = 1.0 - w
             s = 0.0
-            for d in range(3):
-                s += (w * HbyA[d, o] + (1.0 - w) * HbyA[d, n]) * sf[f, d]
+            s += (w * h0[o] + w1 * h0[n]) * sf[f, 0]
+            s += (w * h1[o] + w1 * h1[n]) * sf[f, 1]
+            s += (w * h2[o] + w1 * h2[n]) * sf[f, 2]
             phiH[f] = s
-            g[f] = (w * rAU[o] + (1.0 - w) * rAU[n]) * gdiff[f]
-        diag[o] += g[f]
-        diag[n] += g[f]
-        lower[f] = -g[f]
-        upper[f] = -g[f]
-        rhs[o] -= phiH[f]
-        rhs[n] += phiH[f]
+            gf = (w * rAU[o] + w1 * rAU[n]) * gdiff[f]
+            g[f] = gf
+        else:
+            s = phiH[f]
+            gf = g[f]
+        diag[o] += gf
+        diag[n] += gf
+        lower[f] = -gf
+        upper[f] = -gf
+        rhs[o] -= s
+        rhs[n] += s
     for f in range(ni, len(owner)):
         b = f - ni
         o = owner[f]
@@ -154,16 +161,25 @@ def correct_gauss(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, pvalue, 
     :func:`~haloflow.physics.schemes.gauss_gradient_part`), so the results are bitwise
     theirs."""
     ni = len(neighbour)
+    g0, g1, g2 = grad[0], grad[1], grad[2]
     if f0 == 0:
         grad[:, :] = 0.0
     for f in range(f0, f1):
         o = owner[f]
         n = neighbour[f]
-        phi[f] = phiH[f] - g[f] * (p[n] - p[o])
-        pf = weight[f] * p[o] + (1.0 - weight[f]) * p[n]
-        for d in range(3):
-            grad[d, o] += pf * sf[f, d]
-            grad[d, n] -= pf * sf[f, d]
+        po = p[o]
+        pn = p[n]
+        phi[f] = phiH[f] - g[f] * (pn - po)
+        pf = weight[f] * po + (1.0 - weight[f]) * pn
+        a = pf * sf[f, 0]
+        g0[o] += a
+        g0[n] -= a
+        a = pf * sf[f, 1]
+        g1[o] += a
+        g1[n] -= a
+        a = pf * sf[f, 2]
+        g2[o] += a
+        g2[n] -= a
     if not last:
         return
     for f in range(ni, len(owner)):
@@ -241,13 +257,16 @@ class Pressure:
                bc.u_kind, bc.u_value, bc.p_kind, self.phiH, self.g)
         ni, nint = lm.n_internal, lm.n_interior
         f0 = nint if self.ex.overlaps else 0
-        with T("halo"):
-            h = self.ex.start(h_fields)
-        with T("fluxes"):
-            if f0:
+        if f0:
+            with T("halo"):
+                h = self.ex.start(h_fields)
+            with T("fluxes"):
                 predicted_fluxes(*pre, 0, nint, False)
-        with T("halo"):
-            self.ex.finish(h)
+            with T("halo"):
+                self.ex.finish(h)
+        else:
+            with T("halo"):
+                self.ex.exchange(h_fields)
         if system:
             with T("fluxes"):
                 fluxes_and_system(*pre[:10], bc.p_value, *pre[10:], f0, lm.n_cells, self.diag,
@@ -335,12 +354,15 @@ class Pressure:
                     U, HbyA, rAU, self.comps, n)
             f0 = nint if self.ex.overlaps else 0
             with T("halo"):
-                h = self.ex.start(self.p_field)
-            with T("fluxes"):
                 if f0:
+                    h = self.ex.start(self.p_field)
+                else:
+                    self.ex.exchange(self.p_field)
+            if f0:
+                with T("fluxes"):
                     correct_gauss(*args, 0, nint, False)
-            with T("halo"):
-                self.ex.finish(h)
+                with T("halo"):
+                    self.ex.finish(h)
             with T("fluxes"):
                 correct_gauss(*args, f0, ni, True)
             with T("halo"):
