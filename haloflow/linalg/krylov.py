@@ -16,7 +16,6 @@ import numba as nb
 import numpy as np
 
 from ..parallel.reduce import Reducer
-from ..parallel import threads
 from ..parallel.threads import kernel
 
 
@@ -304,16 +303,18 @@ def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond,
 # vector kernel, product and exchange handles every component still iterating in one call,
 # and their dot products travel in one allreduce.  Each component's arithmetic is exactly
 # that of its own :func:`bicgstab` solve (Jacobi), so the iterates are the same to the bit;
-# a component that has converged is left alone while the others go on.
+# a component that has converged is left alone while the others go on.  Serial kernels only:
+# numba's threaded build of a parallel loop inside the loop over components computed wrong
+# values, so threaded runs solve the components one by one (:func:`bicgstab`).
 
-@kernel
+@nb.njit(cache=True)
 def _spmv_many(indptr, indices, data, X, Y, comps, act, runs):
     """``Y[d] = A X[d]`` for each active component ``d`` on the rows of ``runs``; each row
     summed as :func:`~haloflow.linalg.matrix.spmv` sums it.  Three active components share
     one pass over the matrix."""
     if len(comps) == 3 and act[0] and act[1] and act[2]:
         x0, x1, x2, y0, y1, y2 = X[0], X[1], X[2], Y[0], Y[1], Y[2]
-        for q in nb.prange(len(runs) // 2):
+        for q in range(len(runs) // 2):
             for i in range(runs[2 * q], runs[2 * q + 1]):
                 s0 = 0.0
                 s1 = 0.0
@@ -332,7 +333,7 @@ def _spmv_many(indptr, indices, data, X, Y, comps, act, runs):
         if not act[d]:
             continue
         x, y = X[d], Y[d]
-        for q in nb.prange(len(runs) // 2):
+        for q in range(len(runs) // 2):
             for i in range(runs[2 * q], runs[2 * q + 1]):
                 s = 0.0
                 for k in range(indptr[i], indptr[i + 1]):
@@ -340,12 +341,12 @@ def _spmv_many(indptr, indices, data, X, Y, comps, act, runs):
                 y[i] = s
 
 
-@kernel
+@nb.njit(cache=True)
 def _residual_many(indptr, indices, data, X, B, R, comps, runs):
     """``R[d] = B[d] - A X[d]`` on the rows of ``runs`` (as ``residual`` sums a row)."""
     for d in comps:
         x, b, r = X[d], B[d], R[d]
-        for q in nb.prange(len(runs) // 2):
+        for q in range(len(runs) // 2):
             for i in range(runs[2 * q], runs[2 * q + 1]):
                 s = b[i]
                 for k in range(indptr[i], indptr[i + 1]):
@@ -353,7 +354,7 @@ def _residual_many(indptr, indices, data, X, B, R, comps, runs):
                 r[i] = s
 
 
-@kernel
+@nb.njit(cache=True)
 def _bicg3_start(R, B, R0, P, V, comps, n, out):
     """``out[2j], out[2j+1] = r.r, b.b`` of component ``comps[j]``; ``r0 = r``, ``p = v =
     0``."""
@@ -372,7 +373,7 @@ def _bicg3_start(R, B, R0, P, V, comps, n, out):
         out[2 * j + 1] = bb
 
 
-@kernel
+@nb.njit(cache=True)
 def _bicg3_p(P, R, V, beta, omega, invd, PH, comps, act, n):
     """``p = r + beta (p - omega v)``, ``phat = D^-1 p`` (as :func:`_bicg_p`)."""
     for d in comps:
@@ -380,12 +381,12 @@ def _bicg3_p(P, R, V, beta, omega, invd, PH, comps, act, n):
             continue
         b, w = beta[d], omega[d]
         p, r, v, ph = P[d], R[d], V[d], PH[d]
-        for i in nb.prange(n):
+        for i in range(n):
             p[i] = r[i] + b * (p[i] - w * v[i])
             ph[i] = invd[i] * p[i]
 
 
-@kernel
+@nb.njit(cache=True)
 def _bicg3_r0v(R0, V, comps, act, n, out):
     """``out[j] = r0.v`` of each active component (0 for the others)."""
     for j in range(len(comps)):
@@ -393,24 +394,24 @@ def _bicg3_r0v(R0, V, comps, act, n, out):
         r0, v = R0[d], V[d]
         s = 0.0
         if act[d]:
-            for i in nb.prange(n):
+            for i in range(n):
                 s += r0[i] * v[i]
         out[j] = s
 
 
-@kernel
+@nb.njit(cache=True)
 def _bicg3_s(S, R, V, alpha, invd, SH, comps, act, n):
     for d in comps:
         if not act[d]:
             continue
         a = alpha[d]
         s, r, v, sh = S[d], R[d], V[d], SH[d]
-        for i in nb.prange(n):
+        for i in range(n):
             s[i] = r[i] - a * v[i]
             sh[i] = invd[i] * s[i]
 
 
-@kernel
+@nb.njit(cache=True)
 def _bicg3_dot3(T, S, comps, act, n, out):
     """``out[3j:3j+3] = (t.s, t.t, s.s)`` of each active component."""
     for j in range(len(comps)):
@@ -420,7 +421,7 @@ def _bicg3_dot3(T, S, comps, act, n, out):
         s2 = 0.0
         s3 = 0.0
         if act[d]:
-            for i in nb.prange(n):
+            for i in range(n):
                 s1 += t[i] * s[i]
                 s2 += t[i] * t[i]
                 s3 += s[i] * s[i]
@@ -429,7 +430,7 @@ def _bicg3_dot3(T, S, comps, act, n, out):
         out[3 * j + 2] = s3
 
 
-@kernel
+@nb.njit(cache=True)
 def _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out):
     """``x += alpha phat + omega shat; r = s - omega t``; ``out[2j:2j+2] = (r0.r, r.r)``.
     Components with ``act == 2`` stop here: ``x += alpha phat`` only (converged at s)."""
@@ -440,10 +441,10 @@ def _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out):
         s1 = 0.0
         s2 = 0.0
         if act[d] == 2:
-            for i in nb.prange(n):
+            for i in range(n):
                 x[i] += a * ph[i]
         elif act[d]:
-            for i in nb.prange(n):
+            for i in range(n):
                 x[i] += a * ph[i] + w * sh[i]
                 r[i] = s[i] - w * t[i]
                 s1 += r0[i] * r[i]
@@ -518,7 +519,7 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     and three allreduces in all, not per component.  Returns one :class:`SolveInfo` per
     component, each what :func:`bicgstab` would return for that component alone.
     ``ghosts_current``: the ghost values of ``X`` are up to date (no exchange first)."""
-    if not red.parallel and not A.ex.neighbours and not threads.threaded():
+    if not red.parallel and not A.ex.neighbours:
         return _serial_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current)
     n = A.pattern.n_rows
     p_ = A.pattern

@@ -16,6 +16,7 @@ from ..linalg.krylov import bicgstab, bicgstab_many
 from ..linalg.matrix import DistMatrix
 from ..linalg.precond import SymmetricGaussSeidel
 from ..linalg.smoother import sgs
+from ..parallel import threads
 from .bcs import velocity_boundary_values
 from .patches import EMPTY, FIXED, SYMMETRY
 from .schemes import linear_upwind_source, nonorth_diffusion_source
@@ -229,7 +230,8 @@ class Momentum:
     def predict(self, grad) -> list:
         """Solve for each component with the pressure gradient ``grad``; ghosts exchanged."""
         T = self.timers
-        if self.cfg.method == "bicgstab-jacobi":  # every component in one lockstep solve
+        if self.cfg.method == "bicgstab-jacobi" and not threads.threaded():
+            # every component in one lockstep solve (serial kernels only)
             cfg = self.cfg
             with T("solve_U"):
                 momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned,
@@ -264,6 +266,14 @@ class Momentum:
     def h_by_a(self, HbyA, rAU) -> None:
         """``H/A`` and ``V/A`` on owned cells from the matrix and the current velocity."""
         M = self.M
+        if threads.threaded():  # the threaded neighbour product, a component at a time
+            n = self.lm.n_owned
+            for d in self.comps:
+                M.off_diagonal(self.U[d], self.work)
+                np.subtract(self.b0[d, :n], self.work[:n], out=HbyA[d, :n])
+                HbyA[d, :n] /= M.diag
+            np.divide(self.vol[:n], M.diag, out=rAU[:n])
+            return
         p = M.pattern
         h_by_a_kernel(p.indptr, p.indices, M.data, p.diag_pos, M.diag, self.U, self.b0,
                       self.vol, self.comps, HbyA, rAU)
