@@ -454,12 +454,13 @@ def _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out):
 
 
 class ManyWorkspace:
-    """The vectors of the lockstep BiCGStab, ``(8, 3, n_cells)``: the right-hand sides and
-    seven Krylov vectors per component.  Its rows also serve as a :class:`Workspace`'s
-    vectors (``as_workspace``), since the momentum and pressure solves never overlap."""
+    """The vectors of the lockstep BiCGStab, ``(7, 3, n_cells)``: the right-hand sides (whose
+    rows the solve reuses for ``t`` once the residual is formed) and six Krylov vectors per
+    component.  Its rows also serve as a :class:`Workspace`'s vectors (``as_workspace``),
+    since the momentum and pressure solves never overlap."""
 
     def __init__(self, n_cells, n_rows):
-        self.w = np.zeros((8, 3, n_cells))
+        self.w = np.zeros((7, 3, n_cells))
         self.invd = np.zeros(n_rows)
         self.red_out = np.zeros(9)  # per-component partial sums, 3 at most per component
         self.act = np.zeros(3, dtype=np.int64)
@@ -476,8 +477,8 @@ class ManyWorkspace:
         """A :class:`Workspace` whose first vectors are rows of this one (``count`` at
         least; more are added as its own)."""
         ws = Workspace.__new__(Workspace)
-        flat = self.w.reshape(24, -1)
-        ws.v = [flat[k] for k in range(24)]
+        flat = self.w.reshape(21, -1)
+        ws.v = [flat[k] for k in range(21)]
         ws.invd = self.invd
         ws.reserve(count)
         return ws
@@ -523,7 +524,8 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
         return _serial_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current)
     n = A.pattern.n_rows
     p_ = A.pattern
-    B, R, R0, P, V, PH, T, SH = mws.w
+    B, R, R0, P, V, PH, SH = mws.w
+    T = B  # the right-hand side is not read after the residual
     S = R  # s = r - alpha v overwrites r, which the update then rebuilds from s
     m = len(comps)
     out, act = mws.red_out, mws.act
@@ -681,7 +683,8 @@ def _bicgstab_many_serial(indptr, indices, data, diag, invd, X, W, comps, tol, r
     and exchanged fields a parallel run would make."""
     n = len(diag)
     m = len(comps)
-    R, R0, P, V, PH, T, SH = W[1], W[2], W[3], W[4], W[5], W[6], W[7]
+    R, R0, P, V, PH, SH = W[1], W[2], W[3], W[4], W[5], W[6]
+    T = W[0]  # the right-hand side is not read after the residual
     _serial_start(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, act, sc, out)
     count[0] += 1
     for it in range(1, max_iter + 1):
