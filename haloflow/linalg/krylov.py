@@ -295,3 +295,503 @@ def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond,
         _fcg_direction(z, zq / pq, p, n)
     info.converged = info.res <= tol
     return info
+
+
+# -- the momentum components in lockstep -------------------------------------------------------
+#
+# The velocity components share one matrix, so their BiCGStab solves run side by side: each
+# vector kernel, product and exchange handles every component still iterating in one call,
+# and their dot products travel in one allreduce.  Each component's arithmetic is exactly
+# that of its own :func:`bicgstab` solve (Jacobi), so the iterates are the same to the bit;
+# a component that has converged is left alone while the others go on.  Serial kernels only:
+# numba's threaded build of a parallel loop inside the loop over components computed wrong
+# values, so threaded runs solve the components one by one (:func:`bicgstab`).
+
+@nb.njit(cache=True)
+def _spmv_many(indptr, indices, data, X, Y, comps, act, runs):
+    """``Y[d] = A X[d]`` for each active component ``d`` on the rows of ``runs``; each row
+    summed as :func:`~haloflow.linalg.matrix.spmv` sums it.  Three active components share
+    one pass over the matrix."""
+    if len(comps) == 3 and act[0] and act[1] and act[2]:
+        x0, x1, x2, y0, y1, y2 = X[0], X[1], X[2], Y[0], Y[1], Y[2]
+        for q in range(len(runs) // 2):
+            for i in range(runs[2 * q], runs[2 * q + 1]):
+                s0 = 0.0
+                s1 = 0.0
+                s2 = 0.0
+                for k in range(indptr[i], indptr[i + 1]):
+                    a = data[k]
+                    j = indices[k]
+                    s0 += a * x0[j]
+                    s1 += a * x1[j]
+                    s2 += a * x2[j]
+                y0[i] = s0
+                y1[i] = s1
+                y2[i] = s2
+        return
+    for d in comps:
+        if not act[d]:
+            continue
+        x, y = X[d], Y[d]
+        for q in range(len(runs) // 2):
+            for i in range(runs[2 * q], runs[2 * q + 1]):
+                s = 0.0
+                for k in range(indptr[i], indptr[i + 1]):
+                    s += data[k] * x[indices[k]]
+                y[i] = s
+
+
+@nb.njit(cache=True)
+def _residual_many(indptr, indices, data, X, B, R, comps, runs):
+    """``R[d] = B[d] - A X[d]`` on the rows of ``runs`` (as ``residual`` sums a row)."""
+    for d in comps:
+        x, b, r = X[d], B[d], R[d]
+        for q in range(len(runs) // 2):
+            for i in range(runs[2 * q], runs[2 * q + 1]):
+                s = b[i]
+                for k in range(indptr[i], indptr[i + 1]):
+                    s -= data[k] * x[indices[k]]
+                r[i] = s
+
+
+@nb.njit(cache=True)
+def _bicg3_start(R, B, R0, P, V, comps, n, out):
+    """``out[2j], out[2j+1] = r.r, b.b`` of component ``comps[j]``; ``r0 = r``, ``p = v =
+    0``."""
+    for j in range(len(comps)):
+        d = comps[j]
+        r, b, r0, p, v = R[d], B[d], R0[d], P[d], V[d]
+        rr = 0.0
+        bb = 0.0
+        for i in range(n):
+            rr += r[i] * r[i]
+            bb += b[i] * b[i]
+            r0[i] = r[i]
+            p[i] = 0.0
+            v[i] = 0.0
+        out[2 * j] = rr
+        out[2 * j + 1] = bb
+
+
+@nb.njit(cache=True)
+def _bicg3_p(P, R, V, beta, omega, invd, PH, comps, act, n):
+    """``p = r + beta (p - omega v)``, ``phat = D^-1 p`` (as :func:`_bicg_p`)."""
+    for d in comps:
+        if not act[d]:
+            continue
+        b, w = beta[d], omega[d]
+        p, r, v, ph = P[d], R[d], V[d], PH[d]
+        for i in range(n):
+            p[i] = r[i] + b * (p[i] - w * v[i])
+            ph[i] = invd[i] * p[i]
+
+
+@nb.njit(cache=True)
+def _bicg3_r0v(R0, V, comps, act, n, out):
+    """``out[j] = r0.v`` of each active component (0 for the others)."""
+    for j in range(len(comps)):
+        d = comps[j]
+        r0, v = R0[d], V[d]
+        s = 0.0
+        if act[d]:
+            for i in range(n):
+                s += r0[i] * v[i]
+        out[j] = s
+
+
+@nb.njit(cache=True)
+def _bicg3_s(S, R, V, alpha, invd, SH, comps, act, n):
+    for d in comps:
+        if not act[d]:
+            continue
+        a = alpha[d]
+        s, r, v, sh = S[d], R[d], V[d], SH[d]
+        for i in range(n):
+            s[i] = r[i] - a * v[i]
+            sh[i] = invd[i] * s[i]
+
+
+@nb.njit(cache=True)
+def _bicg3_dot3(T, S, comps, act, n, out):
+    """``out[3j:3j+3] = (t.s, t.t, s.s)`` of each active component."""
+    for j in range(len(comps)):
+        d = comps[j]
+        t, s = T[d], S[d]
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        if act[d]:
+            for i in range(n):
+                s1 += t[i] * s[i]
+                s2 += t[i] * t[i]
+                s3 += s[i] * s[i]
+        out[3 * j] = s1
+        out[3 * j + 1] = s2
+        out[3 * j + 2] = s3
+
+
+@nb.njit(cache=True)
+def _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out):
+    """``x += alpha phat + omega shat; r = s - omega t``; ``out[2j:2j+2] = (r0.r, r.r)``.
+    Components with ``act == 2`` stop here: ``x += alpha phat`` only (converged at s)."""
+    for j in range(len(comps)):
+        d = comps[j]
+        a, w = alpha[d], omega[d]
+        x, ph, sh, r, s, t, r0 = X[d], PH[d], SH[d], R[d], S[d], T[d], R0[d]
+        s1 = 0.0
+        s2 = 0.0
+        if act[d] == 2:
+            for i in range(n):
+                x[i] += a * ph[i]
+        elif act[d]:
+            for i in range(n):
+                x[i] += a * ph[i] + w * sh[i]
+                r[i] = s[i] - w * t[i]
+                s1 += r0[i] * r[i]
+                s2 += r[i] * r[i]
+        out[2 * j] = s1
+        out[2 * j + 1] = s2
+
+
+class ManyWorkspace:
+    """The vectors of the lockstep BiCGStab, ``(7, 3, n_cells)``: the right-hand sides (whose
+    rows the solve reuses for ``t`` once the residual is formed) and six Krylov vectors per
+    component.  Its rows also serve as a :class:`Workspace`'s vectors (``as_workspace``),
+    since the momentum and pressure solves never overlap."""
+
+    def __init__(self, n_cells, n_rows):
+        self.w = np.zeros((7, 3, n_cells))
+        self.invd = np.zeros(n_rows)
+        self.red_out = np.zeros(9)  # per-component partial sums, 3 at most per component
+        self.act = np.zeros(3, dtype=np.int64)
+        self.scal = np.zeros((4, 3))  # alpha, beta, omega, rho per component
+        self.sc = np.zeros((9, 3))  # the compiled solve's scalars per component
+        self.out = np.zeros(6, dtype=np.int64)  # its iterations and convergence flags
+        self.count = np.zeros(3, dtype=np.int64)  # its allreduces, exchanges, fields
+
+    @property
+    def rhs(self) -> np.ndarray:
+        return self.w[0]
+
+    def as_workspace(self, count: int) -> Workspace:
+        """A :class:`Workspace` whose first vectors are rows of this one (``count`` at
+        least; more are added as its own)."""
+        ws = Workspace.__new__(Workspace)
+        flat = self.w.reshape(21, -1)
+        ws.v = [flat[k] for k in range(21)]
+        ws.invd = self.invd
+        ws.reserve(count)
+        return ws
+
+
+def _matvec_many(A, X, Y, comps, act, fields) -> None:
+    """``Y = A X`` for the active components; their ghosts travel in one exchange
+    (overlapped with the inner rows where the exchanger can).  ``fields``: the rows of ``X``
+    of every component, sent as they are while all are active."""
+    p = A.pattern
+    if not act[comps].all():
+        fields = tuple(X[d] for d in comps if act[d])
+    if A.overlap:
+        with A.timers("halo_solve"):
+            h = A.ex.start(fields)
+        _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.inner_runs)
+        with A.timers("halo_solve"):
+            A.ex.finish(h)
+        _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.outer_runs)
+        return
+    with A.timers("halo_solve"):
+        A.ex.exchange(fields)
+    _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, _rows(A))
+
+
+def _rows(A) -> np.ndarray:
+    """Every owned row as runs (inner, then outer), kept on the matrix once made."""
+    runs = getattr(A, "_all_runs", None)
+    if runs is None:
+        p = A.pattern
+        runs = A._all_runs = np.concatenate([p.inner_runs, p.outer_runs])
+    return runs
+
+
+def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
+                  rel_tol: float = 0.0, ghosts_current: bool = False) -> list[SolveInfo]:
+    """Solve ``A X[d] = mws.rhs[d]`` in place for each ``d`` in ``comps`` (an int64 array) by
+    Jacobi-preconditioned BiCGStab, all components in lockstep: per iteration two exchanges
+    and three allreduces in all, not per component.  Returns one :class:`SolveInfo` per
+    component, each what :func:`bicgstab` would return for that component alone.
+    ``ghosts_current``: the ghost values of ``X`` are up to date (no exchange first)."""
+    if not red.parallel and not A.ex.neighbours:
+        return _serial_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current)
+    n = A.pattern.n_rows
+    p_ = A.pattern
+    B, R, R0, P, V, PH, SH = mws.w
+    T = B  # the right-hand side is not read after the residual
+    S = R  # s = r - alpha v overwrites r, which the update then rebuilds from s
+    m = len(comps)
+    out, act = mws.red_out, mws.act
+    alpha, beta, omega, rho = mws.scal
+    xf = tuple(X[d] for d in comps)
+    phf = tuple(PH[d] for d in comps)
+    shf = tuple(SH[d] for d in comps)
+    np.divide(1.0, A.diag, out=mws.invd)
+    if not ghosts_current:
+        with A.timers("halo_solve"):
+            A.ex.exchange(xf)
+    _residual_many(p_.indptr, p_.indices, A.data, X, B, R, comps, _rows(A))
+    _bicg3_start(R, B, R0, P, V, comps, n, out)
+    sums = red.sum(*out[: 2 * m])
+    infos, tols, bnorms, rho_new = [], [], [], [0.0] * 3
+    act[:] = 0
+    for j in range(m):
+        info, t, bn = initial_info(sums[2 * j], sums[2 * j + 1], tol, rel_tol)
+        infos.append(info)
+        tols.append(t)
+        bnorms.append(bn)
+        d = comps[j]
+        act[d] = info.res0 > t
+        rho[d] = alpha[d] = omega[d] = 1.0
+        rho_new[d] = sums[2 * j]
+    for it in range(1, max_iter + 1):
+        if not act.any():
+            return infos
+        for d in comps:
+            beta[d] = (rho_new[d] / rho[d]) * (alpha[d] / omega[d]) if act[d] else 0.0
+            rho[d] = rho_new[d]
+        _bicg3_p(P, R, V, beta, omega, mws.invd, PH, comps, act, n)
+        _matvec_many(A, PH, V, comps, act, phf)
+        _bicg3_r0v(R0, V, comps, act, n, out)
+        r0v = red.sum(*out[:m])
+        for j in range(m):
+            d = comps[j]
+            if act[d]:
+                if r0v[j] == 0.0:
+                    act[d] = 0
+                    infos[j].converged = infos[j].res <= tols[j]
+                else:
+                    alpha[d] = rho[d] / r0v[j]
+        _bicg3_s(S, R, V, alpha, mws.invd, SH, comps, act, n)
+        _matvec_many(A, SH, T, comps, act, shf)
+        _bicg3_dot3(T, S, comps, act, n, out)
+        dots = red.sum(*out[: 3 * m])
+        for j in range(m):
+            d = comps[j]
+            if not act[d]:
+                continue
+            ts, tt, ss = dots[3 * j: 3 * j + 3]
+            infos[j].iters = it
+            if np.sqrt(ss) / bnorms[j] <= tols[j] or tt == 0.0:
+                act[d] = 2  # converged at s: x += alpha phat, then stop
+                infos[j].res = np.sqrt(ss) / bnorms[j]
+            else:
+                omega[d] = ts / tt
+        _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out)
+        more = any(act[d] == 1 for d in comps)
+        sums = red.sum(*out[: 2 * m]) if more else ()
+        for j in range(m):
+            d = comps[j]
+            if act[d] == 2:
+                act[d] = 0
+            elif act[d]:
+                info = infos[j]
+                rho_new[d] = sums[2 * j]
+                info.res = np.sqrt(sums[2 * j + 1]) / bnorms[j]
+                if info.res <= tols[j]:
+                    act[d] = 0
+                elif omega[d] == 0.0 or rho_new[d] == 0.0:
+                    act[d] = 0
+                    info.converged = False
+    for j in range(m):
+        if act[comps[j]]:
+            infos[j].converged = infos[j].res <= tols[j]
+    return infos
+
+
+@nb.njit(cache=True)
+def _spmv_rows(indptr, indices, data, X, Y, act, m, comps):
+    """``Y[d] = A X[d]`` on every row for the active components (three together)."""
+    nr = len(indptr) - 1
+    if m == 3 and act[0] == 1 and act[1] == 1 and act[2] == 1:
+        x0, x1, x2, y0, y1, y2 = X[0], X[1], X[2], Y[0], Y[1], Y[2]
+        for i in range(nr):
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                a = data[k]
+                j = indices[k]
+                s0 += a * x0[j]
+                s1 += a * x1[j]
+                s2 += a * x2[j]
+            y0[i] = s0
+            y1[i] = s1
+            y2[i] = s2
+        return
+    for d in comps:
+        if act[d] != 1:
+            continue
+        x, y = X[d], Y[d]
+        for i in range(nr):
+            s = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                s += data[k] * x[indices[k]]
+            y[i] = s
+
+
+@nb.njit(cache=True)
+def _serial_start(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, act, sc, out):
+    """The start of :func:`_bicgstab_many_serial`: ``D^-1``, residuals, their norms and the
+    tolerances, as :func:`bicgstab_many` sets them up."""
+    n = len(diag)
+    B, R, R0, P, V = W[0], W[1], W[2], W[3], W[4]
+    for i in range(n):
+        invd[i] = 1.0 / diag[i]
+    for d in comps:
+        x, b, r, r0, p, v = X[d], B[d], R[d], R0[d], P[d], V[d]
+        rr = 0.0
+        bb = 0.0
+        for i in range(n):
+            s = b[i]
+            for k in range(indptr[i], indptr[i + 1]):
+                s -= data[k] * x[indices[k]]
+            r[i] = s
+        for i in range(n):
+            rr += r[i] * r[i]
+            bb += b[i] * b[i]
+            r0[i] = r[i]
+            p[i] = 0.0
+            v[i] = 0.0
+        bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
+        res0 = np.sqrt(rr) / bnorm
+        sc[8, d] = res0
+        sc[7, d] = res0
+        sc[6, d] = bnorm
+        sc[5, d] = max(tol, rel_tol * res0)
+        act[d] = 1 if res0 > sc[5, d] else 0
+        sc[0, d] = sc[2, d] = sc[3, d] = 1.0
+        sc[4, d] = rr
+        out[d] = 0
+        out[3 + d] = 1
+
+
+@nb.njit(cache=True)
+def _bicgstab_many_serial(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol,
+                          max_iter, act, sc, out, count):
+    """:func:`bicgstab_many` on one rank without neighbours, as one compiled call: the same
+    operations in the same order (so the same iterates to the bit).  ``sc[0..8, d]``:
+    alpha, beta, omega, rho, rho_new, tolerance, ||b||, residual, initial residual;
+    ``out[d]``: iterations, ``out[3 + d]``: converged; ``count``: the allreduces, exchanges
+    and exchanged fields a parallel run would make."""
+    n = len(diag)
+    m = len(comps)
+    R, R0, P, V, PH, SH = W[1], W[2], W[3], W[4], W[5], W[6]
+    T = W[0]  # the right-hand side is not read after the residual
+    _serial_start(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, act, sc, out)
+    count[0] += 1
+    for it in range(1, max_iter + 1):
+        na = 0
+        for d in comps:
+            na += act[d]
+        if na == 0:
+            return
+        for d in comps:
+            if act[d]:
+                bt = (sc[4, d] / sc[3, d]) * (sc[0, d] / sc[2, d])
+                sc[3, d] = sc[4, d]
+                w = sc[2, d]
+                p, r, v, ph = P[d], R[d], V[d], PH[d]
+                for i in range(n):
+                    p[i] = r[i] + bt * (p[i] - w * v[i])
+                    ph[i] = invd[i] * p[i]
+        count[1] += 1
+        count[2] += na
+        _spmv_rows(indptr, indices, data, PH, V, act, m, comps)
+        na = 0
+        for d in comps:
+            if act[d]:
+                r0, v = R0[d], V[d]
+                s = 0.0
+                for i in range(n):
+                    s += r0[i] * v[i]
+                if s == 0.0:
+                    act[d] = 0
+                    out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
+                else:
+                    sc[0, d] = sc[3, d] / s
+                    na += 1
+        count[0] += 1
+        for d in comps:
+            if act[d]:
+                a = sc[0, d]
+                r, v, sh = R[d], V[d], SH[d]
+                for i in range(n):
+                    r[i] = r[i] - a * v[i]
+                    sh[i] = invd[i] * r[i]
+        count[1] += 1
+        count[2] += na
+        _spmv_rows(indptr, indices, data, SH, T, act, m, comps)
+        for d in comps:
+            if act[d]:
+                t, s_ = T[d], R[d]
+                s1 = 0.0
+                s2 = 0.0
+                s3 = 0.0
+                for i in range(n):
+                    s1 += t[i] * s_[i]
+                    s2 += t[i] * t[i]
+                    s3 += s_[i] * s_[i]
+                out[d] = it
+                if np.sqrt(s3) / sc[6, d] <= sc[5, d] or s2 == 0.0:
+                    act[d] = 2
+                    sc[7, d] = np.sqrt(s3) / sc[6, d]
+                else:
+                    sc[2, d] = s1 / s2
+        count[0] += 1
+        more = False
+        for d in comps:
+            a, w = sc[0, d], sc[2, d]
+            x, ph, sh, r, t, r0 = X[d], PH[d], SH[d], R[d], T[d], R0[d]
+            if act[d] == 2:
+                for i in range(n):
+                    x[i] += a * ph[i]
+                act[d] = 0
+            elif act[d] == 1:
+                more = True
+                s1 = 0.0
+                s2 = 0.0
+                for i in range(n):
+                    x[i] += a * ph[i] + w * sh[i]
+                    r[i] = r[i] - w * t[i]
+                    s1 += r0[i] * r[i]
+                    s2 += r[i] * r[i]
+                sc[4, d] = s1
+                sc[7, d] = np.sqrt(s2) / sc[6, d]
+                if sc[7, d] <= sc[5, d]:
+                    act[d] = 0
+                elif w == 0.0 or s1 == 0.0:
+                    act[d] = 0
+                    out[3 + d] = 0
+        if more:
+            count[0] += 1
+    for d in comps:
+        if act[d]:
+            out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
+
+
+def _serial_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
+    """:func:`bicgstab_many` as one compiled call (one rank, no neighbours, serial kernels):
+    at 512 cells the Python loop cost more than its arithmetic.  The reductions and
+    exchanges a parallel run would make are counted all the same."""
+    p = A.pattern
+    c = mws.count
+    c[:] = 0
+    if not ghosts_current:
+        c[1], c[2] = 1, len(comps)
+    _bicgstab_many_serial(p.indptr, p.indices, A.data, A.diag, mws.invd, X, mws.w, comps,
+                          tol, rel_tol, max_iter, mws.act, mws.sc, mws.out, c)
+    red.stats.calls += int(c[0])
+    st = A.ex.stats
+    st.calls += int(c[1])
+    st.fields += int(c[2])
+    sc, out = mws.sc, mws.out
+    return [SolveInfo(iters=int(out[d]), res0=float(sc[8, d]), res=float(sc[7, d]),
+                      converged=bool(out[3 + d])) for d in comps]

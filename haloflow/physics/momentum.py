@@ -12,18 +12,28 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..linalg.krylov import bicgstab
+from ..linalg.krylov import bicgstab, bicgstab_many
 from ..linalg.matrix import DistMatrix
 from ..linalg.precond import SymmetricGaussSeidel
 from ..linalg.smoother import sgs
+from ..parallel import threads
 from .bcs import velocity_boundary_values
 from .patches import EMPTY, FIXED, SYMMETRY
 from .schemes import linear_upwind_source, nonorth_diffusion_source
 
 
 @nb.njit(cache=True)
-def momentum_coeffs(owner, neighbour, phi, gdiff, nu_f, vol, dt, ukind, diag, lower, upper):
-    """Implicit upwind convection + orthogonal diffusion + Euler time term."""
+def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, uvalue, U,
+                    Uold, linear, comps, diag, lower, upper, b0, sf):
+    """Coefficients and right-hand side (without the pressure gradient) in one call:
+    implicit upwind convection + orthogonal diffusion + Euler time term, and the time
+    term's source, the boundary values and the deferred correction from upwind to linear
+    interpolation.
+
+    A symmetry face diffuses towards the cell's mirror image (velocity reflected, twice the
+    face distance away), whose value lags by a step or iteration: the coefficients are
+    those of a cell next to its mirror image, so a half domain converges to the same
+    solution as the full, symmetric one."""
     ni = len(neighbour)
     for c in range(len(vol)):
         diag[c] = vol[c] / dt
@@ -34,61 +44,94 @@ def momentum_coeffs(owner, neighbour, phi, gdiff, nu_f, vol, dt, ukind, diag, lo
         lower[f] = -D - max(F, 0.0)
         diag[owner[f]] += D + max(F, 0.0)
         diag[neighbour[f]] += D - min(F, 0.0)
-    for f in range(ni, len(owner)):
-        k = ukind[f - ni]
-        if k == FIXED:
-            diag[owner[f]] += nu_f[f] * gdiff[f]
-        elif k == SYMMETRY:  # diffusion to the mirror image of the cell, 2x as far as the face
-            diag[owner[f]] += 0.5 * nu_f[f] * gdiff[f]
-        elif k != EMPTY:  # zero gradient: outflow carries the cell value
-            diag[owner[f]] += max(phi[f], 0.0)
-
-
-@nb.njit(cache=True)
-def momentum_source(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, uvalue, U, Uold,
-                    linear, comps, b0, sf):
-    """Right-hand side without the pressure gradient: time term, boundary values and the
-    deferred correction from upwind to linear interpolation.
-
-    A symmetry face diffuses towards the cell's mirror image (velocity reflected, twice the
-    face distance away), whose value lags by a step or iteration: the coefficients are
-    those of a cell next to its mirror image, so a half domain converges to the same
-    solution as the full, symmetric one."""
-    ni = len(neighbour)
-    for d in comps:
+    for d in comps:  # a pass per component on its own rows: twice as fast as one for all
+        bd, ud, u = b0[d], Uold[d], U[d]
         for c in range(len(vol)):
-            b0[d, c] = vol[c] / dt * Uold[d, c]
-    if linear:
+            bd[c] = vol[c] / dt * ud[c]
+        if not linear:
+            continue
         for f in range(ni):
             o = owner[f]
             n = neighbour[f]
             F = phi[f]
             w = weight[f]
-            for d in comps:
-                ulin = w * U[d, o] + (1.0 - w) * U[d, n]
-                uup = U[d, o] if F >= 0.0 else U[d, n]
-                corr = F * (ulin - uup)
-                b0[d, o] -= corr
-                b0[d, n] += corr
+            ulin = w * u[o] + (1.0 - w) * u[n]
+            uup = u[o] if F >= 0.0 else u[n]
+            corr = F * (ulin - uup)
+            bd[o] -= corr
+            bd[n] += corr
     for f in range(ni, len(owner)):
         b = f - ni
         k = ukind[b]
         o = owner[f]
         if k == FIXED:
-            coef = nu_f[f] * gdiff[f] - phi[f]
+            D = nu_f[f] * gdiff[f]
+            diag[o] += D
+            coef = D - phi[f]
             for d in comps:
                 b0[d, o] += coef * uvalue[b, d]
         elif k == SYMMETRY:
+            coef = 0.5 * nu_f[f] * gdiff[f]
+            diag[o] += coef
             m = np.sqrt(sf[f, 0] ** 2 + sf[f, 1] ** 2 + sf[f, 2] ** 2)
             un = 0.0
             for d in range(3):
                 un += U[d, o] * sf[f, d] / m
-            coef = 0.5 * nu_f[f] * gdiff[f]
             for d in comps:
                 b0[d, o] += coef * (U[d, o] - 2.0 * un * sf[f, d] / m)
-        elif k != EMPTY and phi[f] < 0.0:  # zero-gradient inflow: explicit
-            for d in comps:
-                b0[d, o] -= phi[f] * U[d, o]
+        elif k != EMPTY:  # zero gradient: outflow carries the cell value, inflow explicit
+            diag[o] += max(phi[f], 0.0)
+            if phi[f] < 0.0:
+                for d in comps:
+                    b0[d, o] -= phi[f] * U[d, o]
+
+
+@nb.njit(cache=True)
+def momentum_rhs(b0, vol, grad, comps, n, rhs):
+    """``rhs[d] = b0[d] - V grad p[d]`` on the ``n`` owned rows of each component."""
+    for d in comps:
+        for c in range(n):
+            rhs[d, c] = b0[d, c] - vol[c] * grad[d, c]
+
+
+@nb.njit(cache=True)
+def h_by_a_kernel(indptr, indices, data, diag_pos, diag, U, b0, vol, comps, HbyA, rAU):
+    """``H/A = (b0 - (A - D) U) / D`` of each component (the neighbour sum in row order, the
+    diagonal skipped) and ``V/A``, on the owned rows."""
+    if len(comps) == 3:  # one pass over the matrix for the three
+        u0, u1, u2, h0, h1, h2 = U[0], U[1], U[2], HbyA[0], HbyA[1], HbyA[2]
+        c0, c1, c2 = b0[0], b0[1], b0[2]
+        for i in range(len(diag)):
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            for k in range(indptr[i], diag_pos[i]):
+                a = data[k]
+                j = indices[k]
+                s0 += a * u0[j]
+                s1 += a * u1[j]
+                s2 += a * u2[j]
+            for k in range(diag_pos[i] + 1, indptr[i + 1]):
+                a = data[k]
+                j = indices[k]
+                s0 += a * u0[j]
+                s1 += a * u1[j]
+                s2 += a * u2[j]
+            h0[i] = (c0[i] - s0) / diag[i]
+            h1[i] = (c1[i] - s1) / diag[i]
+            h2[i] = (c2[i] - s2) / diag[i]
+    else:
+        for d in comps:
+            u, h, c = U[d], HbyA[d], b0[d]
+            for i in range(len(diag)):
+                s = 0.0
+                for k in range(indptr[i], diag_pos[i]):
+                    s += data[k] * u[indices[k]]
+                for k in range(diag_pos[i] + 1, indptr[i + 1]):
+                    s += data[k] * u[indices[k]]
+                h[i] = (c[i] - s) / diag[i]
+    for i in range(len(diag)):
+        rAU[i] = vol[i] / diag[i]
 
 
 @nb.njit(cache=True)
@@ -110,12 +153,16 @@ class Momentum:
     convection need velocity gradients, whose ghost rows are exchanged."""
 
     def __init__(self, U, lmesh, fc, bc, comps, gradient, nu_face, pattern, exchanger, red,
-                 workspace, scratch, timers, *, convection: str, nonorth: bool, settings):
+                 workspace, many, scratch, timers, *, convection: str, nonorth: bool, settings):
         lm = lmesh
         n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
         self.U, self.lm, self.fc, self.bc, self.comps = U, lm, fc, bc, comps
         self.gradient, self.nu_face = gradient, nu_face
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
+        self.mws = many  # the lockstep solve's vectors (BiCGStab-Jacobi)
+        # every step ends by exchanging U (the velocity correction), so the predictor's
+        # initial guess has current ghosts from the second step on
+        self._ghosts_current = False
         self.cfg = settings
         self.vol = lm.geometry.cell_volumes
         self.sf = lm.geometry.face_areas
@@ -128,7 +175,7 @@ class Momentum:
         self.diag, self.lower, self.upper = scratch.diag, scratch.lower, scratch.upper
         self.rhs, self.work = scratch.rhs, scratch.work
         self.b0 = np.zeros((3, n))
-        self.u_fields = [U[d] for d in comps]
+        self.u_fields = tuple(U[d] for d in comps)
         fcs = lm.geometry.face_centres
         self.fcn = fcs if lm.face_shift is None else np.ascontiguousarray(
             fcs[:ni] - lm.face_shift)  # face centres seen from the neighbour (periodic)
@@ -137,7 +184,7 @@ class Momentum:
             self.gradU = np.zeros((3, 3, n))
             self.ub = np.zeros((3, nf - ni))
             self.gkind = bc.grad_kind
-            self._gu_fields = [self.gradU[d, e] for d in comps for e in comps]
+            self._gu_fields = tuple(self.gradU[d, e] for d in comps for e in comps)
 
     def assemble(self, phi, U_conv, U_time, ddt: float) -> None:
         """Coefficients and right-hand side from the convecting flux ``phi``, the explicit
@@ -145,11 +192,9 @@ class Momentum:
         the matrix (after any under-relaxation of ``diag`` and ``b0``)."""
         lm, bc, fc = self.lm, self.bc, self.fc
         with self.timers("assemble"):
-            momentum_coeffs(lm.owner, lm.neighbour, phi, fc.gdiff, self.nu_face, self.vol,
-                            ddt, bc.u_kind, self.diag, self.lower, self.upper)
-            momentum_source(lm.owner, lm.neighbour, fc.weight, phi, fc.gdiff, self.nu_face,
-                            self.vol, ddt, bc.u_kind, bc.u_value, U_conv, U_time,
-                            self.linear, self.comps, self.b0, self.sf)
+            momentum_system(lm.owner, lm.neighbour, fc.weight, phi, fc.gdiff, self.nu_face,
+                            self.vol, ddt, bc.u_kind, bc.u_value, U_conv, U_time, self.linear,
+                            self.comps, self.diag, self.lower, self.upper, self.b0, self.sf)
         if self.gradU is not None:
             self._explicit(phi, U_conv)
 
@@ -185,6 +230,19 @@ class Momentum:
     def predict(self, grad) -> list:
         """Solve for each component with the pressure gradient ``grad``; ghosts exchanged."""
         T = self.timers
+        if self.cfg.method == "bicgstab-jacobi" and not threads.threaded():
+            # every component in one lockstep solve (serial kernels only)
+            cfg = self.cfg
+            with T("solve_U"):
+                momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned,
+                             self.mws.rhs)
+                u_solves = bicgstab_many(self.M, self.U, self.comps, cfg.tol, cfg.max_iter,
+                                         self.red, self.mws, cfg.rel_tol,
+                                         self._ghosts_current)
+                self._ghosts_current = True
+            with T("halo"):
+                self.ex.exchange(self.u_fields)
+            return u_solves
         u_solves = []
         with T("solve_U"):
             for d in self.comps:
@@ -207,9 +265,15 @@ class Momentum:
 
     def h_by_a(self, HbyA, rAU) -> None:
         """``H/A`` and ``V/A`` on owned cells from the matrix and the current velocity."""
-        n = self.lm.n_owned
-        for d in self.comps:
-            self.M.off_diagonal(self.U[d], self.work)
-            np.subtract(self.b0[d, :n], self.work[:n], out=HbyA[d, :n])
-            HbyA[d, :n] /= self.M.diag
-        np.divide(self.vol[:n], self.M.diag, out=rAU[:n])
+        M = self.M
+        if threads.threaded():  # the threaded neighbour product, a component at a time
+            n = self.lm.n_owned
+            for d in self.comps:
+                M.off_diagonal(self.U[d], self.work)
+                np.subtract(self.b0[d, :n], self.work[:n], out=HbyA[d, :n])
+                HbyA[d, :n] /= M.diag
+            np.divide(self.vol[:n], M.diag, out=rAU[:n])
+            return
+        p = M.pattern
+        h_by_a_kernel(p.indptr, p.indices, M.data, p.diag_pos, M.diag, self.U, self.b0,
+                      self.vol, self.comps, HbyA, rAU)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg.krylov import SolveInfo, Workspace
+from ..linalg.krylov import ManyWorkspace, SolveInfo
 from ..linalg.matrix import Pattern
 from ..mesh.fv import face_coeffs
 from ..parallel.timers import NULL_TIMERS
@@ -66,17 +66,19 @@ class PisoSolver:
         self.grad = np.zeros((3, n))  # of the pressure
         self.HbyA = np.zeros((3, n))
         self.rAU = np.zeros(n)
-        self._h_fields = [self.HbyA[d] for d in self.comps] + [self.rAU]
+        self._h_fields = tuple(self.HbyA[d] for d in self.comps) + (self.rAU,)
+        self._rau_sent = False  # the ghosts of V/A are this matrix's (it changes per step)
         self.time = 0.0
         self.ts = self._time_scheme(s)
         self.dt = self.ts.dt
         self.end_time, self.steady_tol = self._schedule(s)
 
         pattern = Pattern(lm)
-        ws = Workspace(n, lm.n_owned, 8)
+        many = ManyWorkspace(n, lm.n_owned)  # its rows also serve the other solves
+        ws = many.as_workspace(8)
         common = (lm, self.fc, self.bc, self.comps, self.gradient)
         self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
-                                 red, ws, scratch, timers, convection=s.convection,
+                                 red, ws, many, scratch, timers, convection=s.convection,
                                  nonorth=self.nonorth, settings=s.momentum)
         self.pressure = Pressure(self.p, self.grad, self.phi, *common, pattern, exchanger, red,
                                  ws, scratch, timers, nonorth=self.nonorth,
@@ -125,6 +127,7 @@ class PisoSolver:
     def step(self) -> StepInfo:
         self.ts.begin_step(self.U)
         self._assemble_momentum()
+        self._rau_sent = False
         u_solves = self.momentum.predict(self.grad)
         p_solves = [self._correct(k == self.n_corr - 1) for k in range(self.n_corr)]
         self.closure.solve(self)
@@ -140,8 +143,9 @@ class PisoSolver:
         with T("assemble"):
             self._relax_momentum()
             self.momentum.fill()
-        with T("fluxes"):
-            self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
+        if not self.pressure.grad_current:  # else the last correction left it current
+            with T("fluxes"):
+                self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
 
     def _relax_momentum(self) -> None:
         """Implicit under-relaxation of the momentum equation: none in PISO."""
@@ -152,7 +156,9 @@ class PisoSolver:
         solved to the final tolerance."""
         with self.timers("assemble"):
             self._hbya()
-        self.pressure.predict_fluxes(self.HbyA, self.rAU, self._h_fields)
+        h = self._h_fields[:-1] if self._rau_sent else self._h_fields
+        self._rau_sent = True
+        self.pressure.predict_fluxes(self.HbyA, self.rAU, h, self._system_with_fluxes())
         self._flux_memory()
         info = self.pressure.solve(self.rAU, last)
         self._update()
@@ -160,6 +166,11 @@ class PisoSolver:
 
     def _hbya(self) -> None:
         self.momentum.h_by_a(self.HbyA, self.rAU)
+
+    def _system_with_fluxes(self) -> bool:
+        """Whether the pressure equation can be assembled with the predicted fluxes: unless
+        the non-orthogonal part or :meth:`_flux_memory` changes them before the solve."""
+        return not self.nonorth
 
     def _flux_memory(self) -> None:
         """A correction of the predicted fluxes from the previous ones: none in PISO."""

@@ -22,7 +22,7 @@ from ..linalg.krylov import SolveInfo
 from ..linalg.lowsync import CG1_VECTORS, PIPECG_VECTORS
 from ..linalg.matrix import DistMatrix
 from ..linalg.methods import pressure_method
-from .patches import FIXED, ZERO_GRADIENT
+from .patches import EMPTY, FIXED, ZERO_GRADIENT
 from .schemes import nonorth_flux_correction
 
 
@@ -99,6 +99,111 @@ def correct_fluxes(owner, neighbour, phiH, g, p, pkind, pvalue, phi, f0, f1, bou
             phi[f] = phiH[f]
 
 
+@nb.njit(cache=True)
+def fluxes_and_system(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uvalue, pkind,
+                      pvalue, phiH, g, f0, n_cells, diag, lower, upper, rhs):
+    """:func:`predicted_fluxes` on the internal faces from ``f0`` and the boundary faces, and
+    :func:`pressure_system` of all faces, in one pass where ``f0`` is 0 (the faces before
+    ``f0`` were predicted while the ghosts of ``H/A`` were in flight).  Each face and cell
+    sees exactly the operations of the two kernels, in their order."""
+    ni = len(neighbour)
+    h0, h1, h2 = HbyA[0], HbyA[1], HbyA[2]  # rows: a fifth faster than HbyA[d, cell]
+    for c in range(n_cells):
+        diag[c] = 0.0
+        rhs[c] = 0.0
+    for f in range(ni):
+        o = owner[f]
+        n = neighbour[f]
+        if f >= f0:
+            w = weight[f]
+            w1 = 1.0 - w
+            s = 0.0
+            s += (w * h0[o] + w1 * h0[n]) * sf[f, 0]
+            s += (w * h1[o] + w1 * h1[n]) * sf[f, 1]
+            s += (w * h2[o] + w1 * h2[n]) * sf[f, 2]
+            phiH[f] = s
+            gf = (w * rAU[o] + w1 * rAU[n]) * gdiff[f]
+            g[f] = gf
+        else:
+            s = phiH[f]
+            gf = g[f]
+        diag[o] += gf
+        diag[n] += gf
+        lower[f] = -gf
+        upper[f] = -gf
+        rhs[o] -= s
+        rhs[n] += s
+    for f in range(ni, len(owner)):
+        b = f - ni
+        o = owner[f]
+        s = 0.0
+        if ukind[b] == FIXED:
+            for d in range(3):
+                s += uvalue[b, d] * sf[f, d]
+        elif ukind[b] == ZERO_GRADIENT:
+            for d in range(3):
+                s += HbyA[d, o] * sf[f, d]
+        phiH[f] = s
+        g[f] = rAU[o] * gdiff[f] if pkind[b] == FIXED else 0.0
+        rhs[o] -= phiH[f]
+        if pkind[b] == FIXED:
+            diag[o] += g[f]
+            rhs[o] += g[f] * pvalue[b]
+
+
+@nb.njit(cache=True)
+def correct_gauss(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, pvalue, phi, grad, U,
+                  HbyA, rAU, comps, n_owned, f0, f1, last):
+    """:func:`correct_fluxes`, the Gauss gradient of ``p`` and :func:`correct_velocity` in
+    one pass over the faces ``[f0, f1)``, then, if ``last``, the boundary faces, the
+    division by the volume and the velocity; ``f0 == 0`` zeroes the gradient first.  The
+    same operations in the same order as those three kernels (and the two halves of
+    :func:`~haloflow.physics.schemes.gauss_gradient_part`), so the results are bitwise
+    theirs."""
+    ni = len(neighbour)
+    g0, g1, g2 = grad[0], grad[1], grad[2]
+    if f0 == 0:
+        grad[:, :] = 0.0
+    for f in range(f0, f1):
+        o = owner[f]
+        n = neighbour[f]
+        po = p[o]
+        pn = p[n]
+        phi[f] = phiH[f] - g[f] * (pn - po)
+        pf = weight[f] * po + (1.0 - weight[f]) * pn
+        a = pf * sf[f, 0]
+        g0[o] += a
+        g0[n] -= a
+        a = pf * sf[f, 1]
+        g1[o] += a
+        g1[n] -= a
+        a = pf * sf[f, 2]
+        g2[o] += a
+        g2[n] -= a
+    if not last:
+        return
+    for f in range(ni, len(owner)):
+        b = f - ni
+        k = pkind[b]
+        o = owner[f]
+        if k == FIXED:
+            phi[f] = phiH[f] - g[f] * (pvalue[b] - p[o])
+        else:
+            phi[f] = phiH[f]
+        if k == EMPTY:
+            continue
+        pf = pvalue[b] if k == FIXED else p[o]
+        for d in range(3):
+            grad[d, o] += pf * sf[f, d]
+    for c in range(len(vol)):
+        iv = 1.0 / vol[c]
+        for d in range(3):
+            grad[d, c] *= iv
+    for d in comps:
+        for c in range(n_owned):
+            U[d, c] = HbyA[d, c] - rAU[c] * grad[d, c]
+
+
 def correct_velocity(U, HbyA, rAU, grad, comps, n, work) -> None:
     """``U = H/A - (V/A) grad p`` on the ``n`` owned cells (``work``: scratch)."""
     for d in comps:
@@ -137,26 +242,41 @@ class Pressure:
         # assembled here, copied into P: the scratch the momentum equation reuses
         self.diag, self.lower, self.upper = scratch.diag, scratch.lower, scratch.upper
         self.rhs, self.work = scratch.rhs, scratch.work
-        self.p_field = [p]
-        self.grad_fields = [grad[e] for e in comps]
+        self.p_field = (p,)
+        self.grad_fields = tuple(grad[e] for e in comps)
+        self._assembled = False  # the system was assembled with the predicted fluxes
+        self._gauss = gradient.scheme == "gauss"  # flux, gradient, velocity in one kernel
+        self.grad_current = False  # ``grad`` is that of ``p`` (after :meth:`correct`)
 
-    def predict_fluxes(self, HbyA, rAU, h_fields) -> None:
+    def predict_fluxes(self, HbyA, rAU, h_fields, system: bool = False) -> None:
         """``phiH`` and ``g`` from ``H/A`` and ``V/A``, exchanging ``h_fields`` (their owned
         components): interior faces need no ghost value, so with an overlapping strategy
-        they are computed while the messages fly, interface and boundary faces after."""
+        they are computed while the messages fly, interface and boundary faces after.
+        ``system``: assemble the pressure equation in the same pass (its solve then starts
+        from it; only where nothing changes ``phiH`` in between)."""
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
         pre = (lm.owner, lm.neighbour, fc.weight, self.sf, fc.gdiff, HbyA, rAU,
                bc.u_kind, bc.u_value, bc.p_kind, self.phiH, self.g)
         ni, nint = lm.n_internal, lm.n_interior
-        with T("halo"):
-            h = self.ex.start(h_fields)
-        with T("fluxes"):
-            if self.ex.overlaps:
+        f0 = nint if self.ex.overlaps else 0
+        if f0:
+            with T("halo"):
+                h = self.ex.start(h_fields)
+            with T("fluxes"):
                 predicted_fluxes(*pre, 0, nint, False)
-        with T("halo"):
-            self.ex.finish(h)
+            with T("halo"):
+                self.ex.finish(h)
+        else:
+            with T("halo"):
+                self.ex.exchange(h_fields)
+        if system:
+            with T("fluxes"):
+                fluxes_and_system(*pre[:10], bc.p_value, *pre[10:], f0, lm.n_cells, self.diag,
+                                  self.lower, self.upper, self.rhs)
+            self._assembled = True
+            return
         with T("fluxes"):
-            predicted_fluxes(*pre, nint if self.ex.overlaps else 0, ni, True)
+            predicted_fluxes(*pre, f0, ni, True)
 
     def solve(self, rAU, final: bool) -> SolveInfo:
         """The pressure equation from ``phiH``, solved into ``p``; on non-orthogonal meshes
@@ -196,8 +316,11 @@ class Pressure:
         lm, bc, T = self.lm, self.bc, self.timers
         n = lm.n_owned
         with T("assemble"):
-            pressure_system(lm.owner, lm.neighbour, self.phiH, self.g, bc.p_kind, bc.p_value,
-                            lm.n_cells, self.diag, self.lower, self.upper, self.rhs)
+            if not self._assembled:
+                pressure_system(lm.owner, lm.neighbour, self.phiH, self.g, bc.p_kind,
+                                bc.p_value, lm.n_cells, self.diag, self.lower, self.upper,
+                                self.rhs)
+            self._assembled = False
             if first:
                 self.P.fill(self.diag, self.lower, self.upper)
             if self.singular:  # make the all-Neumann system consistent
@@ -226,6 +349,27 @@ class Pressure:
         lm, bc, T = self.lm, self.bc, self.timers
         n = lm.n_owned
         ni, nint = lm.n_internal, lm.n_interior
+        self.grad_current = True
+        if self._gauss:
+            args = (lm.owner, lm.neighbour, self.fc.weight, self.sf, lm.geometry.cell_volumes,
+                    self.phiH, self.g, self.p, bc.p_kind, bc.p_value, self.phi, self.grad,
+                    U, HbyA, rAU, self.comps, n)
+            f0 = nint if self.ex.overlaps else 0
+            with T("halo"):
+                if f0:
+                    h = self.ex.start(self.p_field)
+                else:
+                    self.ex.exchange(self.p_field)
+            if f0:
+                with T("fluxes"):
+                    correct_gauss(*args, 0, nint, False)
+                with T("halo"):
+                    self.ex.finish(h)
+            with T("fluxes"):
+                correct_gauss(*args, f0, ni, True)
+            with T("halo"):
+                self.ex.exchange(u_fields)
+            return
         cor = (lm.owner, lm.neighbour, self.phiH, self.g, self.p, bc.p_kind, bc.p_value,
                self.phi)
         grd = (self.p, bc.p_kind, bc.p_value, self.grad)

@@ -117,6 +117,9 @@ class SimpleSolver(PisoSolver):
             consistent_rau(self.momentum.vol, M.diag, self.offsum, self.grad, self.comps,
                            self.lm.n_owned, self.HbyA, self.rAU)
 
+    def _system_with_fluxes(self) -> bool:
+        return False  # the flux memory may change the predicted fluxes
+
     def _flux_memory(self) -> None:
         """Plain SIMPLE: the relaxation-independent face flux (see
         :func:`relaxation_flux_memory`).  SIMPLEC's Rhie-Chow coefficient ``V/(A - sum
@@ -143,5 +146,6 @@ class SimpleSolver(PisoSolver):
             self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
             correct_velocity(self.U, self.HbyA, self.rAU, self.grad, self.comps,
                              lm.n_owned, pe.work)
+        pe.grad_current = True  # of the relaxed pressure, as the next assembly needs
         with T("halo"):
             self.ex.exchange(self.momentum.u_fields)
