@@ -41,6 +41,12 @@ def kernel(fn):
     return threaded if _bound["threaded"] else serial
 
 
+def threaded() -> bool:
+    """Whether the threaded builds are bound now (compiled solvers that loop serially step
+    aside then)."""
+    return _bound["threaded"]
+
+
 def use_threads(threads: int, rows: int) -> bool:
     """Bind the threaded kernels if ``threads`` > 1 and ``rows`` >= MIN_ROWS, else the
     serial ones; returns whether threaded kernels are now bound."""

@@ -1,0 +1,535 @@
+"""The whole AMG-preconditioned pressure solve in one compiled call (serial runs).
+
+Why: driven from Python (``krylov.fcg`` with ``AMG.apply``) every Krylov iteration and every
+K-cycle level visit is an interpreter round trip into small numba kernels, a counted
+``Reducer.sum`` and an exchanger call.  On a 32^3 cavity the K-cycle of the small levels
+alone cost about 6.6 ms of a 30 ms step, and an 8^3 step was mostly such fixed costs.  Here
+the hierarchy that :class:`.amg.AMG` built is packed once into flat arrays with per-level
+offsets (the levels' coefficient, l1-diagonal and work arrays become views into them, so
+``AMG.refresh`` updates them in place and nothing is copied per solve), and FCG(1)
+(``krylov.fcg``) or single-reduction CG (``lowsync.cg1``) runs with the K-cycle and the
+coarsest direct solve (triangular solves with SuperLU's factors, extracted once per
+refresh) inside numba.  The arithmetic is that of the Python path, operation for operation,
+so iterates agree to round-off and iteration counts are the same.
+
+It still counts what a parallel run would do: reductions into the run's ``ReduceStats``
+(Krylov sums, and K-cycle sums on the levels whose reducer counts into it), exchanges per
+level (``Level.calls``, read by profile.json and the performance model) and top-level
+exchanges in the matrix's exchanger, and it times the solves of the levels a parallel run
+would gather ("amg_gathered") with the C clock, as the Python path does.
+
+Serial runs only for now: a parallel hierarchy (distributed levels, halo exchanges and
+transfers from compiled code) keeps the Python path (:func:`compiled_solver` says None).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ..parallel import mpicall, threads
+from .amg import (KCYCLE_T, _axpy_into, _combine, _kdots1, _kdots2, _scale_into, gs_rows,
+                  gs_sweep, prolong_add, residual, restrict, spmv)
+from .krylov import SolveInfo
+from .matrix import IDX
+
+# per-level columns of the int64 table ``lv``
+N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE = range(10)
+LV_COLS = 10
+# slots of the int64 control array ``ctl``
+NLEV, FIRST_GATHERED, KCYCLE, PINNED, CLOCK, CLOCK_ID, TS_ADDR = range(7)
+TS = 8  # struct timespec: two int64
+N_CTL = 10
+# slots of the int64 counters array ``cnt``: then one exchange count per level
+REDUCTIONS, TOP_EXCHANGES, GATHERED_NS, GATHERED_VISITS = range(4)
+CNT_HEAD = 4
+# work vectors of a level, rows of ``W`` (the names of amg.Level's attributes)
+VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")
+B, X, R, C, D, V, Wv, R2 = range(8)
+
+
+# -- coarsest level: triangular solves with the sparse LU's factors -----------------------------
+
+@nb.njit(cache=True)
+def lu_solve(lu, b, x, n, pinned):
+    """x = A^-1 b with Pr A Pc = L U (SuperLU's convention: ``perm_r``, ``perm_c``), L and U
+    in CSC with sorted row indices; the pinned unknown (singular problems) is zeroed."""
+    lp, li, lx, up, ui, ux, perm_r, perm_c, y = lu
+    for i in range(n):
+        y[perm_r[i]] = b[i]
+    for j in range(n):  # L y' = y, column by column; L's diagonal is its first entry
+        yj = y[j] / lx[lp[j]]
+        y[j] = yj
+        for k in range(lp[j] + 1, lp[j + 1]):
+            y[li[k]] -= lx[k] * yj
+    for j in range(n - 1, -1, -1):  # U z = y'; U's diagonal is its last entry
+        zj = y[j] / ux[up[j + 1] - 1]
+        y[j] = zj
+        for k in range(up[j], up[j + 1] - 1):
+            y[ui[k]] -= ux[k] * zj
+    for i in range(n):
+        x[i] = y[perm_c[i]]
+    if pinned >= 0:
+        x[pinned] = 0.0
+
+
+# -- the K-cycle ------------------------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _now(ctl):
+    mpicall.call_ip(ctl[CLOCK], ctl[CLOCK_ID], ctl[TS_ADDR])
+    return ctl[TS] * 1_000_000_000 + ctl[TS + 1]
+
+
+@nb.njit(cache=True)
+def _level(h, d0, i):
+    """(indptr, indices, data, diag_pos, dl1) of level i (level 0's data: the matrix's)."""
+    ip, ix, dat, dp, dl1, agg, cut, W, lv, ks = h
+    n = lv[i, N]
+    a, z = lv[i, NZ], lv[i + 1, NZ]
+    data = d0 if i == 0 else dat[a:z]
+    return (ip[lv[i, IP]:lv[i, IP] + n + 1], ix[a:z], data, dp[lv[i, VEC]:lv[i, VEC] + n],
+            dl1[lv[i, VEC]:lv[i, VEC] + n])
+
+
+@nb.njit(cache=True)
+def _vec(h, k, i):
+    W, lv = h[7], h[8]
+    return W[k, lv[i, VEC]:lv[i + 1, VEC]]
+
+
+@nb.njit(cache=True)
+def _exchange(lv, cnt, i):
+    cnt[CNT_HEAD + i] += 1
+
+
+@nb.njit(cache=True)
+def _smooth(h, d0, lv, cnt, i, b, x, forward):
+    """``AMG._cycle``'s Gauss-Seidel sweep with its exchanges, RESWEEP rows included."""
+    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    n = lv[i, N]
+    cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
+    if forward:
+        gs_sweep(ip, ix, data, dp, dl1, b, x, n, True)
+        _exchange(lv, cnt, i)
+        if lv[i, HASCUT]:
+            gs_rows(ip, ix, data, dp, dl1, b, x, cut, True)
+            _exchange(lv, cnt, i)
+    else:
+        gs_sweep(ip, ix, data, dp, dl1, b, x, n, False)
+        if lv[i, HASCUT]:
+            _exchange(lv, cnt, i)
+            gs_rows(ip, ix, data, dp, dl1, b, x, cut, False)
+
+
+@nb.njit(cache=True)
+def _down(h, d0, cnt, i, b, x):
+    """First half of ``AMG._cycle`` on level i: smooth from zero, restrict the residual
+    into the next level's right-hand side."""
+    lv, agg = h[8], h[5]
+    n = lv[i, N]
+    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    r = _vec(h, R, i)
+    x[:] = 0.0
+    _smooth(h, d0, lv, cnt, i, b, x, True)
+    residual(ip, ix, data, x, b, r)
+    restrict(agg[lv[i, VEC]:lv[i, VEC] + n], r, n, _vec(h, B, i + 1), lv[i + 1, NCOLS])
+
+
+@nb.njit(cache=True)
+def _up(h, d0, cnt, i, b, x):
+    """Second half of ``AMG._cycle``: add the next level's correction, smooth back."""
+    lv, agg = h[8], h[5]
+    n = lv[i, N]
+    prolong_add(agg[lv[i, VEC]:lv[i, VEC] + n], _vec(h, X, i + 1), n, x)
+    _exchange(lv, cnt, i)
+    _smooth(h, d0, lv, cnt, i, b, x, False)
+
+
+@nb.njit(cache=True)
+def _k_first(h, d0, cnt, i):
+    """``AMG._kcycle`` after its first cycle (c = M b): the step length, and either the
+    result in x (returns False) or the second right-hand side r2 (returns True)."""
+    lv = h[8]
+    n = lv[i, N]
+    b, x, c, v = _vec(h, B, i), _vec(h, X, i), _vec(h, C, i), _vec(h, V, i)
+    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    _exchange(lv, cnt, i)
+    spmv(ip, ix, data, c, v)
+    rho1, alpha1, bb, vv, bv = _kdots1(c, v, b, n)
+    cnt[REDUCTIONS] += lv[i, COUNTED]
+    if rho1 <= 0.0:
+        x[:n] = c[:n]
+        return False
+    a1 = alpha1 / rho1
+    if bb - 2.0 * a1 * bv + a1 * a1 * vv <= KCYCLE_T * KCYCLE_T * bb:
+        _scale_into(x, a1, c, n)
+        return False
+    _axpy_into(_vec(h, R2, i), b, a1, v, n)
+    h[9][i] = a1  # kept for the second step
+    h[9][len(lv) + i] = rho1
+    return True
+
+
+@nb.njit(cache=True)
+def _k_second(h, d0, cnt, i):
+    """``AMG._kcycle`` after its second cycle (d = M r2): the combination into x."""
+    lv = h[8]
+    n = lv[i, N]
+    x, c, d, v, w, r2 = (_vec(h, X, i), _vec(h, C, i), _vec(h, D, i), _vec(h, V, i),
+                         _vec(h, Wv, i), _vec(h, R2, i))
+    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    a1, rho1 = h[9][i], h[9][len(lv) + i]
+    _exchange(lv, cnt, i)
+    spmv(ip, ix, data, d, w)
+    gamma, beta, alpha2 = _kdots2(d, v, w, r2, n)
+    cnt[REDUCTIONS] += lv[i, COUNTED]
+    rho2 = beta - gamma * gamma / rho1
+    if rho2 <= 0.0:
+        _scale_into(x, a1, c, n)
+        return
+    _combine(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n)
+
+
+@nb.njit(cache=True)
+def _apply(h, d0, lu, ctl, cnt, r, z):
+    """``AMG.apply`` (z = M r): the cycle from level 0 with, on each coarser level, the
+    direct solve (coarsest) or the K-cycle (or V-cycle), as ``AMG._solve`` recurses.
+    Written as a loop over an explicit per-level phase, not as recursion: recursive
+    compiled functions do not load back from numba's cache."""
+    lv = h[8]
+    nlev = ctl[NLEV]
+    last = nlev - 1
+    kc = ctl[KCYCLE] != 0
+    fg = ctl[FIRST_GATHERED]
+    if nlev == 1:
+        lu_solve(lu, r, z, lv[0, N], ctl[PINNED])
+        return
+    _down(h, d0, cnt, 0, r, z)
+    t0 = 0
+    i = 1
+    enter = True  # entering the solve of level i, else returning from it
+    while True:
+        if enter:
+            if i == fg:
+                t0 = _now(ctl)
+            if i == last:
+                lu_solve(lu, _vec(h, B, i), _vec(h, X, i), lv[i, N], ctl[PINNED])
+                enter = False
+                continue
+            lv[i, PHASE] = 0
+            _down(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i) if kc else _vec(h, X, i))
+            i += 1
+            continue
+        # the solve of level i is done: back to the cycle of level i - 1
+        if i == fg:
+            cnt[GATHERED_NS] += _now(ctl) - t0
+            cnt[GATHERED_VISITS] += 1
+        i -= 1
+        if i == 0:
+            _up(h, d0, cnt, 0, r, z)
+            return
+        if not kc:
+            _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, X, i))
+        elif lv[i, PHASE] == 0:
+            _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i))
+            if _k_first(h, d0, cnt, i):
+                lv[i, PHASE] = 1
+                _down(h, d0, cnt, i, _vec(h, R2, i), _vec(h, D, i))
+                i += 1
+                enter = True
+        else:
+            _up(h, d0, cnt, i, _vec(h, R2, i), _vec(h, D, i))
+            _k_second(h, d0, cnt, i)
+
+
+# -- Krylov methods ---------------------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _dot2(a, b, c, d, n):
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(n):
+        s1 += a[i] * b[i]
+        s2 += c[i] * d[i]
+    return s1, s2
+
+
+@nb.njit(cache=True)
+def _top_matvec(h, d0, cnt, x, y):
+    ip, ix, data, dp, dl1 = _level(h, d0, 0)
+    cnt[TOP_EXCHANGES] += 1
+    spmv(ip, ix, data, x, y)
+
+
+@nb.njit(cache=True)
+def _top_residual(h, d0, cnt, x, b, r):
+    ip, ix, data, dp, dl1 = _level(h, d0, 0)
+    cnt[TOP_EXCHANGES] += 1
+    residual(ip, ix, data, x, b, r)
+
+
+@nb.njit(cache=True)
+def _initial(rr, bb, tol, rel_tol, out):
+    """``krylov.initial_info``: out = (iters, res0, res, converged); returns (tol, ||b||)."""
+    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
+    out[0] = 0.0
+    out[1] = np.sqrt(rr) / bnorm
+    out[2] = out[1]
+    out[3] = 1.0
+    return max(tol, rel_tol * out[1]), bnorm
+
+
+@nb.njit(cache=True)
+def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
+    """``krylov.fcg`` (FCG(1)) with the K-cycle preconditioner, operation for operation."""
+    n = h[8][0, N]
+    _top_residual(h, d0, cnt, x, b, r)
+    rr, bb = _dot2(r, r, b, b, n)
+    cnt[REDUCTIONS] += 1
+    tol, bnorm = _initial(rr, bb, tol, rel_tol, out)
+    if out[1] <= tol:
+        return
+    _apply(h, d0, lu, ctl, cnt, r, z)
+    p[:n] = z[:n]
+    for it in range(1, max_iter + 1):
+        _top_matvec(h, d0, cnt, p, q)
+        pq, pr = _dot2(p, q, p, r, n)
+        cnt[REDUCTIONS] += 1
+        out[0] = it
+        if pq <= 0.0:
+            break
+        alpha = pr / pq
+        rr = 0.0
+        for k in range(n):
+            x[k] += alpha * p[k]
+            r[k] -= alpha * q[k]
+            rr += r[k] * r[k]
+        _apply(h, d0, lu, ctl, cnt, r, z)
+        zq = 0.0
+        for k in range(n):
+            zq += z[k] * q[k]
+        cnt[REDUCTIONS] += 1
+        out[2] = np.sqrt(rr) / bnorm
+        if out[2] <= tol:
+            return
+        beta = zq / pq
+        for k in range(n):
+            p[k] = z[k] - beta * p[k]
+    out[3] = 1.0 if out[2] <= tol else 0.0
+
+
+@nb.njit(cache=True)
+def cg1(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, u, w, p, s, out):
+    """``lowsync.cg1`` (single-reduction flexible CG) with the K-cycle, op for op."""
+    n = h[8][0, N]
+    _top_residual(h, d0, cnt, x, b, r)
+    _apply(h, d0, lu, ctl, cnt, r, u)
+    _top_matvec(h, d0, cnt, u, w)
+    ru, wu = _dot2(r, u, w, u, n)
+    rr, bb = _dot2(r, r, b, b, n)
+    cnt[REDUCTIONS] += 1
+    tol, bnorm = _initial(rr, bb, tol, rel_tol, out)
+    if out[1] <= tol:
+        return
+    p[:n] = u[:n]
+    s[:n] = w[:n]
+    ps, pr = wu, ru
+    for it in range(1, max_iter + 1):
+        out[0] = it
+        if ps <= 0.0:
+            break
+        alpha = pr / ps
+        pr_old = 0.0
+        rr = 0.0
+        for k in range(n):
+            x[k] += alpha * p[k]
+            r[k] -= alpha * s[k]
+            pr_old += p[k] * r[k]
+            rr += r[k] * r[k]
+        _apply(h, d0, lu, ctl, cnt, r, u)
+        _top_matvec(h, d0, cnt, u, w)
+        ru = 0.0
+        wu = 0.0
+        us = 0.0
+        for k in range(n):
+            ru += r[k] * u[k]
+            wu += w[k] * u[k]
+            us += u[k] * s[k]
+        cnt[REDUCTIONS] += 1
+        out[2] = np.sqrt(rr) / bnorm
+        if out[2] <= tol:
+            return
+        beta = -us / ps
+        for k in range(n):
+            p[k] = u[k] + beta * p[k]
+            s[k] = w[k] + beta * s[k]
+        ps = wu + beta * (2.0 * us + beta * ps)
+        pr = ru + beta * pr_old
+    out[3] = 1.0 if out[2] <= tol else 0.0
+
+
+# -- set-up -----------------------------------------------------------------------------------
+
+def _views(levels, attr, dtype=np.float64):
+    """One array holding every level's ``attr`` (same lengths); the levels' attributes
+    become views into it, so in-place updates (refresh, smoother set-up) land there."""
+    parts = [getattr(lev, attr) for lev in levels]
+    packed = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+    off = 0
+    for lev, a in zip(levels, parts, strict=True):
+        setattr(lev, attr, packed[off:off + len(a)])
+        off += len(a)
+    return packed
+
+
+class CompiledSolve:
+    """One pressure solve (``method`` "fcg" or "cg1" with the AMG's K-cycle) as one numba
+    call, on the hierarchy of ``amg`` (serial).  ``refresh`` replaces ``amg.refresh``."""
+
+    def __init__(self, amg, method: str, addresses: dict):
+        if method not in ("fcg", "cg1"):
+            raise ValueError(f"no compiled solve for {method!r}")
+        self.amg, self.method = amg, method
+        self.kernel = fcg if method == "fcg" else cg1
+        A = amg.A
+        levels = amg.levels
+        nl = len(levels)
+        lv = np.zeros((nl + 1, LV_COLS), dtype=np.int64)
+        vec_len = [len(lev.b) for lev in levels]
+        for i, lev in enumerate(levels):
+            cut = lev.cut if lev.cut is not None else np.zeros(0, IDX)
+            lv[i, N], lv[i, NCOLS] = lev.n, lev.ncols
+            lv[i + 1, IP] = lv[i, IP] + lev.n + 1
+            lv[i + 1, NZ] = lv[i, NZ] + len(lev.indices)
+            lv[i + 1, VEC] = lv[i, VEC] + vec_len[i]
+            lv[i + 1, CUT] = lv[i, CUT] + len(cut)
+            lv[i, NCUT], lv[i, HASCUT] = len(cut), lev.cut is not None
+            lv[i, COUNTED] = lev.red.stats is amg.red.stats
+        ip = np.concatenate([lev.indptr.astype(IDX) for lev in levels])
+        ix = np.concatenate([lev.indices.astype(IDX) for lev in levels])
+        # level 0's coefficients are the matrix's own (passed per solve); the others packed
+        dat = np.zeros(int(lv[nl, NZ]))
+        for i, lev in enumerate(levels[1:], start=1):
+            dat[lv[i, NZ]:lv[i + 1, NZ]] = lev.data
+            lev.data = dat[lv[i, NZ]:lv[i + 1, NZ]]
+        pad = [np.zeros(vec_len[i] - lev.n, dtype=np.int64) for i, lev in enumerate(levels)]
+        dp = np.concatenate([np.concatenate([lev.diag_pos.astype(np.int64), z])
+                             for lev, z in zip(levels, pad, strict=True)])
+        agg = np.concatenate([np.concatenate([lev.next.agg.astype(np.int64), z])
+                              if lev.next is not None else np.zeros(vec_len[i], np.int64)
+                              for i, (lev, z) in enumerate(zip(levels, pad, strict=True))])
+        for lev, ln in zip(levels, vec_len, strict=True):  # dl1 padded to the vector length
+            if len(lev.dl1) != ln:
+                lev.dl1 = np.concatenate([lev.dl1, np.zeros(ln - len(lev.dl1))])
+        dl1 = _views(levels, "dl1")
+        cut = np.concatenate([lev.cut.astype(IDX) if lev.cut is not None else np.zeros(0, IDX)
+                              for lev in levels])
+        W = np.zeros((len(VECTORS), int(lv[nl, VEC])))
+        for k, name in enumerate(VECTORS):
+            for i, lev in enumerate(levels):
+                W[k, lv[i, VEC]:lv[i + 1, VEC]] = getattr(lev, name)
+                setattr(lev, name, W[k, lv[i, VEC]:lv[i + 1, VEC]])
+        ks = np.zeros(2 * (nl + 1))  # per level, a1 and rho1 of a K-cycle in progress
+        self.h = (ip, ix, dat, dp, dl1, agg, cut, W, lv, ks)
+        ctl = self.ctl = np.zeros(N_CTL, dtype=np.int64)
+        ctl[NLEV] = nl
+        fg = amg.first_gathered
+        ctl[FIRST_GATHERED] = fg if fg is not None and fg < nl else -1
+        ctl[KCYCLE] = amg.cycle_kind == "K"
+        ctl[CLOCK], ctl[CLOCK_ID] = addresses["clock"], mpicall.CLOCK_MONOTONIC
+        ctl[TS_ADDR] = ctl.ctypes.data + 8 * TS
+        self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
+        self.out = np.zeros(4)
+        self._extract_lu()
+
+    def _extract_lu(self):
+        """L, U and the permutations of the coarsest level's SuperLU factorisation."""
+        lev = self.amg.levels[-1]
+        n = lev.n
+        if lev.lu is None:
+            raise RuntimeError("compiled AMG solve: the coarsest level has no factorisation")
+        L, U = lev.lu.L, lev.lu.U
+        L.sort_indices()
+        U.sort_indices()
+        self.lu = (L.indptr.astype(np.int64), L.indices.astype(np.int64), L.data,
+                   U.indptr.astype(np.int64), U.indices.astype(np.int64), U.data,
+                   lev.lu.perm_r.astype(np.int64), lev.lu.perm_c.astype(np.int64),
+                   np.zeros(max(n, 1)))
+        self.ctl[PINNED] = lev.pinned
+
+    def refresh(self):
+        """``AMG.refresh`` (new fine coefficients), then the coarsest level's factors."""
+        self.amg.refresh()
+        fg = self.amg.first_gathered
+        with self.amg.timers("amg_gathered") if fg is not None else _NULL:
+            self._extract_lu()
+
+    def solve(self, b, x, tol, max_iter, ws, rel_tol: float = 0.0) -> SolveInfo:
+        """``krylov.fcg`` / ``lowsync.cg1`` with ``amg.apply``: same arguments and result,
+        same counters."""
+        amg = self.amg
+        cnt = self.cnt
+        cnt[:] = 0
+        vecs = ws.v[:4] if self.method == "fcg" else ws.v[:5]
+        self.kernel(self.h, amg.A.data, self.lu, self.ctl, cnt, b, x, float(tol),
+                    int(max_iter), float(rel_tol), *vecs, self.out)
+        self._account(cnt)
+        it, res0, res, conv = self.out
+        return SolveInfo(iters=int(it), res0=float(res0), res=float(res),
+                         converged=bool(conv))
+
+    def _account(self, cnt):
+        """The Python path's counters: reductions, exchanges per level and of the matrix's
+        exchanger, the "amg_gathered" time."""
+        amg = self.amg
+        amg.red.stats.calls += int(cnt[REDUCTIONS])
+        levels = amg.levels
+        top = int(cnt[CNT_HEAD])  # level 0's cycle exchanges go through the matrix's exchanger
+        for i, lev in enumerate(levels):
+            lev.calls += int(cnt[CNT_HEAD + i])
+        ex = amg.A.ex
+        if ex is not None:
+            st = ex.stats
+            k = int(cnt[TOP_EXCHANGES]) + top
+            st.calls += k
+            st.fields += k
+        ph = amg.A.timers("halo_solve")
+        if hasattr(ph, "calls"):  # (untimed: a null phase)
+            ph.calls += int(cnt[TOP_EXCHANGES])
+        ph = amg.timers("amg_gathered")
+        if hasattr(ph, "calls") and cnt[GATHERED_VISITS]:
+            ph.seconds += cnt[GATHERED_NS] * 1e-9
+            ph.calls += int(cnt[GATHERED_VISITS])
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NULL = _Null()
+
+
+def compiled_solver(amg, krylov) -> CompiledSolve | None:
+    """The compiled solve for ``amg`` and the Krylov function ``krylov`` (``krylov.fcg`` or
+    ``lowsync.cg1``), or None where the Python path must run: a parallel run, ghost columns
+    on one rank (periodic meshes), no coarsest factorisation, threaded kernels bound (the
+    compiled loops are serial), or no C clock."""
+    name = getattr(krylov, "__name__", "")
+    if name not in ("fcg", "cg1") or amg.red.parallel or threads.threaded():
+        return None
+    A = amg.A
+    if A.pattern.n_cols != A.pattern.n_rows or any(lev.ex is not None for lev in amg.levels[1:]):
+        return None
+    if getattr(A.ex, "neighbours", []):
+        return None
+    if amg.levels[-1].lu is None or amg.levels[-1].next is not None:
+        return None
+    addr = mpicall.addresses()
+    if addr is None:
+        return None
+    return CompiledSolve(amg, name, addr)
