@@ -24,12 +24,14 @@ transfers from compiled code) keeps the Python path (:func:`compiled_solver` say
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numba as nb
 import numpy as np
 
 from ..parallel import mpicall, threads
-from .amg import (KCYCLE_T, _axpy_into, _combine, _kdots1, _kdots2, _scale_into, gs_rows,
-                  gs_sweep, prolong_add, residual, restrict, spmv)
+from .amg import (KCYCLE_T, _axpy_into, _combine, _kdots1, _kdots2, _scale_into,
+                  galerkin_refresh, gs_rows, gs_sweep, prolong_add, residual, restrict, spmv)
 from .krylov import SolveInfo
 from .matrix import IDX
 
@@ -71,6 +73,102 @@ def lu_solve(lu, b, x, n, pinned):
         x[i] = y[perm_c[i]]
     if pinned >= 0:
         x[pinned] = 0.0
+
+
+@nb.njit(cache=True)
+def _pinned_unknown(ip, ix, data, n):
+    """``AMG._factor_coarsest``'s test: the last unknown if every row sums to zero (an
+    all-Neumann matrix), else -1."""
+    big = 0.0
+    dmax = 0.0
+    for i in range(n):
+        s = 0.0
+        for k in range(ip[i], ip[i + 1]):
+            s += data[k]
+            if ix[k] == i:
+                dmax = max(dmax, abs(data[k]))
+        big = max(big, abs(s))
+    return n - 1 if big <= 1e-10 * dmax else -1
+
+
+@nb.njit(cache=True)
+def cholesky(ip, ix, data, n, order, inv, chol, rp, rk, rpos, tmap, x):
+    """Numeric sparse Cholesky L L' = A[order][:, order] of the symmetric coarsest level
+    (CSR ``ip, ix, data``) on the pattern found once by ``_cholesky_pattern``; the pinned
+    unknown's row and column are replaced by the identity as ``AMG._factor_coarsest`` does.
+    Fills ``chol`` (the 9-tuple ``lu_solve`` takes: L, U = L', both permutations ``inv``)
+    and returns the pinned unknown (-1: none), or -2 if a pivot is not positive."""
+    lp, li, lx, up, ui, ux, perm_r, perm_c, y = chol
+    pinned = _pinned_unknown(ip, ix, data, n)
+    for j in range(n):
+        for p in range(lp[j], lp[j + 1]):
+            x[li[p]] = 0.0
+        oj = order[j]
+        if oj == pinned:
+            x[j] = 1.0
+        else:
+            for k in range(ip[oj], ip[oj + 1]):
+                c = ix[k]
+                if c != pinned and inv[c] >= j:
+                    x[inv[c]] += data[k]
+        for t in range(rp[j], rp[j + 1]):  # columns k < j with L[j, k] != 0
+            q0 = rpos[t]
+            ljk = lx[q0]
+            for q in range(q0, lp[rk[t] + 1]):
+                x[li[q]] -= lx[q] * ljk
+        if not x[j] > 0.0:
+            return -2
+        d = np.sqrt(x[j])
+        lx[lp[j]] = d
+        for p in range(lp[j] + 1, lp[j + 1]):
+            lx[p] = x[li[p]] / d
+    for t in range(len(tmap)):
+        ux[t] = lx[tmap[t]]
+    return pinned
+
+
+def _cholesky_pattern(indptr, indices, n, order):
+    """Symbolic Cholesky of A[order][:, order] (once per run): L's columns (CSC, the
+    diagonal first, then rows ascending), each row's (column, position) list, and where
+    U = L' (CSC, diagonal last) takes each value from L."""
+    inv = np.empty(n, dtype=np.int64)
+    inv[order] = np.arange(n)
+    rows = np.repeat(np.arange(n), np.diff(indptr).astype(np.int64))
+    bi, bj = inv[rows], inv[indices.astype(np.int64)]
+    low = bi > bj
+    cols = [[] for _ in range(n)]
+    for i, j in zip(bi[low].tolist(), bj[low].tolist(), strict=True):
+        cols[j].append(i)
+    children = [[] for _ in range(n)]
+    pattern = []
+    for j in range(n):  # L's column j: A's, and its children's in the elimination tree
+        s = set(cols[j])
+        for c in children[j]:
+            s |= pattern[c]
+        s.discard(j)
+        pattern.append(s)
+        if s:
+            children[min(s)].append(j)
+    lp = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(s) + 1 for s in pattern], out=lp[1:])
+    li = np.empty(lp[-1], dtype=np.int64)
+    by_row = [[] for _ in range(n)]
+    for j, s in enumerate(pattern):
+        li[lp[j]] = j
+        li[lp[j] + 1:lp[j + 1]] = sorted(s)
+        for p in range(lp[j] + 1, lp[j + 1]):
+            by_row[li[p]].append((j, p))
+    rp = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in by_row], out=rp[1:])
+    rk = np.array([k for r in by_row for k, _ in r], dtype=np.int64)
+    rpos = np.array([p for r in by_row for _, p in r], dtype=np.int64)
+    up = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(r) + 1 for r in by_row], out=up[1:])
+    ui = np.array([v for j, r in enumerate(by_row) for v in [k for k, _ in r] + [j]],
+                  dtype=np.int64)
+    tmap = np.array([v for j, r in enumerate(by_row) for v in [p for _, p in r] + [lp[j]]],
+                    dtype=np.int64)
+    return inv, lp, li, rp, rk, rpos, up, ui, tmap
 
 
 # -- the K-cycle ------------------------------------------------------------------------------
@@ -441,7 +539,10 @@ class CompiledSolve:
         ctl[TS_ADDR] = ctl.ctypes.data + 8 * TS
         self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
         self.out = np.zeros(4)
-        self._extract_lu()
+        self.chol = self._cholesky_setup()
+        if self.chol is None or not self._factor():
+            self.chol = None
+            self._extract_lu()
 
     def _extract_lu(self):
         """L, U and the permutations of the coarsest level's SuperLU factorisation."""
@@ -458,12 +559,65 @@ class CompiledSolve:
                    np.zeros(max(n, 1)))
         self.ctl[PINNED] = lev.pinned
 
+    def _cholesky_setup(self):
+        """The coarsest level's sparse Cholesky: ordering (SuperLU's minimum degree on
+        A + A', once) and pattern here, numeric factorisation in numba at each refresh:
+        the refresh then calls no scipy (SuperLU's refactorisation and its factors'
+        extraction cost more than the K-cycle saved on small meshes).  None if the
+        hierarchy is not the serial one this refresh knows."""
+        amg = self.amg
+        if any(lev.next.share is not None or lev.next.gather is not None
+               for lev in amg.levels[:-1]):
+            return None
+        import scipy.sparse as sp  # set-up only, as amg.py's own factorisation
+        import scipy.sparse.linalg as spla
+
+        lev = amg.levels[-1]
+        n = lev.n
+        A = sp.csc_matrix((np.ones(len(lev.indices)), lev.indices.astype(np.int64),
+                           lev.indptr.astype(np.int64)), shape=(n, n)) + sp.eye(n)
+        perm = spla.splu(A, permc_spec="MMD_AT_PLUS_A").perm_c.astype(np.int64)
+        order = np.argsort(perm)
+        inv, lp, li, rp, rk, rpos, up, ui, tmap = _cholesky_pattern(lev.indptr, lev.indices,
+                                                                    n, order)
+        chol = (lp, li, np.zeros(len(li)), up, ui, np.zeros(len(ui)), inv, inv,
+                np.zeros(max(n, 1)))
+        return SimpleNamespace(order=order, inv=inv, chol=chol, rp=rp, rk=rk, rpos=rpos,
+                               tmap=tmap, x=np.zeros(max(n, 1)))
+
+    def _factor(self) -> bool:
+        """Numeric Cholesky of the coarsest level (False: a pivot was not positive)."""
+        c = self.chol
+        lev = self.amg.levels[-1]
+        pinned = cholesky(lev.indptr, lev.indices, lev.data, lev.n, c.order, c.inv, c.chol,
+                          c.rp, c.rk, c.rpos, c.tmap, c.x)
+        if pinned == -2:
+            return False
+        self.lu = c.chol
+        self.ctl[PINNED] = lev.pinned = pinned
+        lev.lu = _Factor(c.chol, lev.n, pinned)  # AMG.apply (Python) solves with it too
+        return True
+
     def refresh(self):
-        """``AMG.refresh`` (new fine coefficients), then the coarsest level's factors."""
-        self.amg.refresh()
-        fg = self.amg.first_gathered
-        with self.amg.timers("amg_gathered") if fg is not None else _NULL:
+        """``AMG.refresh`` (new fine coefficients): the Galerkin products and smoother
+        diagonals level by level, then the coarsest level's factorisation, timed as
+        "amg_gathered" as ``AMG._finish`` does."""
+        amg = self.amg
+        if self.chol is None:
+            amg.refresh()
             self._extract_lu()
+            return
+        levels = amg.levels
+        for i, lev in enumerate(levels[:-1]):
+            galerkin_refresh(lev.next.slot, lev.data, levels[i + 1].data)
+        for lev in levels:
+            lev.smoother_setup()
+        fg = amg.first_gathered
+        with amg.timers("amg_gathered") if fg is not None and fg < len(levels) else _NULL:
+            if not self._factor():  # not positive definite after all: SuperLU's LU
+                self.chol = None
+                amg._factor_coarsest()
+                self._extract_lu()
 
     def solve(self, b, x, tol, max_iter, ws, rel_tol: float = 0.0) -> SolveInfo:
         """``krylov.fcg`` / ``lowsync.cg1`` with ``amg.apply``: same arguments and result,
@@ -501,6 +655,19 @@ class CompiledSolve:
         if hasattr(ph, "calls") and cnt[GATHERED_VISITS]:
             ph.seconds += cnt[GATHERED_NS] * 1e-9
             ph.calls += int(cnt[GATHERED_VISITS])
+
+
+class _Factor:
+    """The coarsest level's factors behind SuperLU's ``solve(b)``, for ``AMG._solve``."""
+
+    def __init__(self, chol, n, pinned):
+        self.chol, self.n, self.pinned = chol, n, pinned
+
+    def solve(self, b):
+        x = np.zeros(self.n)
+        lu_solve(self.chol, np.ascontiguousarray(b, dtype=np.float64), x, self.n,
+                 self.pinned)
+        return x
 
 
 class _Null:
