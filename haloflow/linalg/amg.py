@@ -68,13 +68,14 @@ from .matrix import IDX
 
 NULL_PHASE = NULL_TIMERS("")  # an untimed block
 
-GATHER_BELOW = 4000  # gather the coarse problem on rank 0 once it has fewer unknowns
-COARSEST = 1500  # solve directly (sparse LU) below this many unknowns
+GATHER_BELOW = 100  # every rank holds the whole coarse problem once it has fewer rows
+COARSEST = 100  # solve directly (sparse LU) below this many unknowns
 MIN_RATIO = 1.4  # stop coarsening if a level shrinks by less than this factor
 STRENGTH = 0.25  # pair only with couplings at least this fraction of the row's strongest
 TIE = 1e-6  # couplings within this relative difference are equally strong
 KAPPA = 4.5  # refuse tentative aggregates whose two-grid quality mu(G) exceeds this
 KCYCLE_T = 0.25  # K-cycle: skip the second Krylov step if the residual fell by this factor
+KRYLOV_ABOVE = 500  # K-cycle: levels with fewer global rows get one plain cycle per visit
 RESWEEP = 1  # distributed levels: sweep the rows next to the cut again with fresh ghosts
 AGGREGATION = "global"  # "global": partition-independent aggregates; "local": per rank
 
@@ -668,6 +669,7 @@ class Level:
         self.b, self.x, self.r, self.c, self.d, self.v, self.w, self.r2 = z
         self.dl1 = np.zeros(max(n, 1))
         self.cut = None  # rows with ghost columns, swept again after an exchange (RESWEEP)
+        self.krylov = True  # K-cycle: solved by two Krylov steps (else one plain cycle)
 
     def smoother_setup(self):
         l1_diagonal(self.indptr, self.indices, self.data, self.diag_pos, self.n, self.dl1)
@@ -731,8 +733,9 @@ class AMG:
             n_global = transfer.total(self.comm, lev.n) if distributed else lev.n
             lev.rows = n_global
             # the top level is always coarsened once, as a distributed one must be, so that
-            # small problems get the same hierarchy on any number of ranks
-            if not distributed and n_global <= COARSEST and len(self.levels) > 1:
+            # small problems get the same hierarchy on any number of ranks; levels a parallel
+            # run distributes are coarsened however small (GATHER_BELOW below COARSEST)
+            if not distributed and n_global <= COARSEST and self.first_redundant is not None:
                 break
             if distributed:  # a distributed level always hands over to a coarser one
                 plan = self._plan(lev)
@@ -928,6 +931,8 @@ class AMG:
         """Smoother diagonals on every level; the coarsest level's factorisation.  The work on
         the redundant levels is timed as "amg_gathered": every rank repeats it."""
         fr = self._redundant_from()
+        for lev in self.levels:
+            lev.krylov = lev.rows >= KRYLOV_ABOVE
         for i, lev in enumerate(self.levels[:fr]):
             lev.smoother_setup()
             if RESWEEP and lev.cut is None:  # (serial runs: none, but counted)
@@ -1073,7 +1078,7 @@ class AMG:
             f = lev.lu
             lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, lev.pinned,
                      b, x, f.y)
-        elif self.cycle_kind == "K":
+        elif self.cycle_kind == "K" and lev.krylov:
             self._kcycle(i, b, x)
         else:
             self._cycle(i, b, x)
