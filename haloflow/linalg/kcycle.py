@@ -31,15 +31,16 @@ import numpy as np
 
 from ..parallel import mpicall, threads
 from .amg import (KCYCLE_T, _axpy_into, _combine, _kdots1, _kdots2, _scale_into,
-                  galerkin_refresh, gs_rows, gs_sweep, prolong_add, residual, restrict, spmv)
+                  galerkin_refresh, gs_rows, gs_sweep, lu_solve, prolong_add, residual,
+                  restrict, spmv)
 from .krylov import SolveInfo
 from .matrix import IDX
 
 # per-level columns of the int64 table ``lv``
-N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE = range(10)
-LV_COLS = 10
+N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE, KRYLOV = range(11)
+LV_COLS = 11
 # slots of the int64 control array ``ctl``
-NLEV, FIRST_GATHERED, KCYCLE, PINNED, CLOCK, CLOCK_ID, TS_ADDR = range(7)
+NLEV, FIRST_GATHERED, PINNED, CLOCK, CLOCK_ID, TS_ADDR = range(6)
 TS = 8  # struct timespec: two int64
 N_CTL = 10
 # slots of the int64 counters array ``cnt``: then one exchange count per level
@@ -50,29 +51,13 @@ VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")
 B, X, R, C, D, V, Wv, R2 = range(8)
 
 
-# -- coarsest level: triangular solves with the sparse LU's factors -----------------------------
+# -- coarsest level: a sparse Cholesky in SuperLU's factor format -----------------------------
 
 @nb.njit(cache=True)
-def lu_solve(lu, b, x, n, pinned):
-    """x = A^-1 b with Pr A Pc = L U (SuperLU's convention: ``perm_r``, ``perm_c``), L and U
-    in CSC with sorted row indices; the pinned unknown (singular problems) is zeroed."""
-    lp, li, lx, up, ui, ux, perm_r, perm_c, y = lu
-    for i in range(n):
-        y[perm_r[i]] = b[i]
-    for j in range(n):  # L y' = y, column by column; L's diagonal is its first entry
-        yj = y[j] / lx[lp[j]]
-        y[j] = yj
-        for k in range(lp[j] + 1, lp[j + 1]):
-            y[li[k]] -= lx[k] * yj
-    for j in range(n - 1, -1, -1):  # U z = y'; U's diagonal is its last entry
-        zj = y[j] / ux[up[j + 1] - 1]
-        y[j] = zj
-        for k in range(up[j], up[j + 1] - 1):
-            y[ui[k]] -= ux[k] * zj
-    for i in range(n):
-        x[i] = y[perm_c[i]]
-    if pinned >= 0:
-        x[pinned] = 0.0
+def _coarsest(lu, ctl, b, x):
+    """``AMG._solve`` on the coarsest level: amg.lu_solve with the factors in ``lu``."""
+    perm_r, perm_c, lp, li, lx, up, ui, ux, ud, y = lu
+    lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, ctl[PINNED], b, x, y)
 
 
 @nb.njit(cache=True)
@@ -92,13 +77,14 @@ def _pinned_unknown(ip, ix, data, n):
 
 
 @nb.njit(cache=True)
-def cholesky(ip, ix, data, n, order, inv, chol, rp, rk, rpos, tmap, x):
+def cholesky(ip, ix, data, n, order, inv, lw, lp, li, rp, rk, rpos, ui, tmap, x, lx, ux, ud):
     """Numeric sparse Cholesky L L' = A[order][:, order] of the symmetric coarsest level
-    (CSR ``ip, ix, data``) on the pattern found once by ``_cholesky_pattern``; the pinned
-    unknown's row and column are replaced by the identity as ``AMG._factor_coarsest`` does.
-    Fills ``chol`` (the 9-tuple ``lu_solve`` takes: L, U = L', both permutations ``inv``)
-    and returns the pinned unknown (-1: none), or -2 if a pivot is not positive."""
-    lp, li, lx, up, ui, ux, perm_r, perm_c, y = chol
+    (CSR ``ip, ix, data``) into ``lw`` on the pattern found once by ``_cholesky_pattern``;
+    the pinned unknown's row and column are replaced by the identity as
+    ``AMG._factor_coarsest`` does.  Written out in the form ``amg.lu_solve`` takes (that of
+    SuperLU: A = Pr' L1 U Pc', L1 unit lower): L1 = L D^-1 (``lx``), U = D L' (``ux``, its
+    diagonal ``ud``), D = diag(L).  Returns the pinned unknown (-1: none), or -2 if a
+    pivot is not positive."""
     pinned = _pinned_unknown(ip, ix, data, n)
     for j in range(n):
         for p in range(lp[j], lp[j + 1]):
@@ -113,17 +99,24 @@ def cholesky(ip, ix, data, n, order, inv, chol, rp, rk, rpos, tmap, x):
                     x[inv[c]] += data[k]
         for t in range(rp[j], rp[j + 1]):  # columns k < j with L[j, k] != 0
             q0 = rpos[t]
-            ljk = lx[q0]
+            ljk = lw[q0]
             for q in range(q0, lp[rk[t] + 1]):
-                x[li[q]] -= lx[q] * ljk
+                x[li[q]] -= lw[q] * ljk
         if not x[j] > 0.0:
             return -2
         d = np.sqrt(x[j])
-        lx[lp[j]] = d
+        lw[lp[j]] = d
         for p in range(lp[j] + 1, lp[j + 1]):
-            lx[p] = x[li[p]] / d
-    for t in range(len(tmap)):
-        ux[t] = lx[tmap[t]]
+            lw[p] = x[li[p]] / d
+    for j in range(n):
+        d = lw[lp[j]]
+        ud[j] = d * d
+        lx[lp[j]] = 1.0
+        for p in range(lp[j] + 1, lp[j + 1]):
+            lx[p] = lw[p] / d
+    for t in range(len(tmap)):  # U's column i, row j < i: d_j L[i, j]; its diagonal: ud
+        j = ui[t]
+        ux[t] = lw[tmap[t]] * lw[lp[j]]
     return pinned
 
 
@@ -298,10 +291,9 @@ def _apply(h, d0, lu, ctl, cnt, r, z):
     lv = h[8]
     nlev = ctl[NLEV]
     last = nlev - 1
-    kc = ctl[KCYCLE] != 0
     fg = ctl[FIRST_GATHERED]
     if nlev == 1:
-        lu_solve(lu, r, z, lv[0, N], ctl[PINNED])
+        _coarsest(lu, ctl, r, z)
         return
     _down(h, d0, cnt, 0, r, z)
     t0 = 0
@@ -312,10 +304,11 @@ def _apply(h, d0, lu, ctl, cnt, r, z):
             if i == fg:
                 t0 = _now(ctl)
             if i == last:
-                lu_solve(lu, _vec(h, B, i), _vec(h, X, i), lv[i, N], ctl[PINNED])
+                _coarsest(lu, ctl, _vec(h, B, i), _vec(h, X, i))
                 enter = False
                 continue
             lv[i, PHASE] = 0
+            kc = lv[i, KRYLOV] != 0
             _down(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i) if kc else _vec(h, X, i))
             i += 1
             continue
@@ -327,7 +320,7 @@ def _apply(h, d0, lu, ctl, cnt, r, z):
         if i == 0:
             _up(h, d0, cnt, 0, r, z)
             return
-        if not kc:
+        if lv[i, KRYLOV] == 0:
             _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, X, i))
         elif lv[i, PHASE] == 0:
             _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i))
@@ -504,6 +497,7 @@ class CompiledSolve:
             lv[i + 1, CUT] = lv[i, CUT] + len(cut)
             lv[i, NCUT], lv[i, HASCUT] = len(cut), lev.cut is not None
             lv[i, COUNTED] = lev.red.stats is amg.red.stats
+            lv[i, KRYLOV] = amg.cycle_kind == "K" and lev.krylov
         ip = np.concatenate([lev.indptr.astype(IDX) for lev in levels])
         ix = np.concatenate([lev.indices.astype(IDX) for lev in levels])
         # level 0's coefficients are the matrix's own (passed per solve); the others packed
@@ -532,9 +526,8 @@ class CompiledSolve:
         self.h = (ip, ix, dat, dp, dl1, agg, cut, W, lv, ks)
         ctl = self.ctl = np.zeros(N_CTL, dtype=np.int64)
         ctl[NLEV] = nl
-        fg = amg.first_gathered
-        ctl[FIRST_GATHERED] = fg if fg is not None and fg < nl else -1
-        ctl[KCYCLE] = amg.cycle_kind == "K"
+        fr = amg._redundant_from()
+        ctl[FIRST_GATHERED] = fr if fr < nl else -1
         ctl[CLOCK], ctl[CLOCK_ID] = addresses["clock"], mpicall.CLOCK_MONOTONIC
         ctl[TS_ADDR] = ctl.ctypes.data + 8 * TS
         self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
@@ -542,31 +535,24 @@ class CompiledSolve:
         self.chol = self._cholesky_setup()
         if self.chol is None or not self._factor():
             self.chol = None
-            self._extract_lu()
+            self._superlu()
 
-    def _extract_lu(self):
-        """L, U and the permutations of the coarsest level's SuperLU factorisation."""
-        lev = self.amg.levels[-1]
-        n = lev.n
-        if lev.lu is None:
-            raise RuntimeError("compiled AMG solve: the coarsest level has no factorisation")
-        L, U = lev.lu.L, lev.lu.U
-        L.sort_indices()
-        U.sort_indices()
-        self.lu = (L.indptr.astype(np.int64), L.indices.astype(np.int64), L.data,
-                   U.indptr.astype(np.int64), U.indices.astype(np.int64), U.data,
-                   lev.lu.perm_r.astype(np.int64), lev.lu.perm_c.astype(np.int64),
-                   np.zeros(max(n, 1)))
-        self.ctl[PINNED] = lev.pinned
+    def _superlu(self):
+        """The factors ``AMG._factor_coarsest`` made (SuperLU's), as the compiled solve's
+        tuple."""
+        f = self.amg.levels[-1].lu
+        self.lu = (f.perm_r, f.perm_c, f.lp, f.li.astype(IDX), f.lx, f.up, f.ui.astype(IDX),
+                   f.ux, f.ud, f.y)
+        self.ctl[PINNED] = self.amg.levels[-1].pinned
 
     def _cholesky_setup(self):
         """The coarsest level's sparse Cholesky: ordering (SuperLU's minimum degree on
-        A + A', once) and pattern here, numeric factorisation in numba at each refresh:
-        the refresh then calls no scipy (SuperLU's refactorisation and its factors'
-        extraction cost more than the K-cycle saved on small meshes).  None if the
-        hierarchy is not the serial one this refresh knows."""
+        A + A', once) and pattern here, numeric factorisation in numba at each refresh,
+        so that a refresh calls no scipy (a SuperLU refactorisation costs 0.3-0.8 ms of
+        Python and library overhead however small the level).  None if the hierarchy is
+        not the serial one ``refresh`` knows."""
         amg = self.amg
-        if any(lev.next.share is not None or lev.next.gather is not None
+        if any(lev.next.share is not None or lev.next.redundant is not None
                for lev in amg.levels[:-1]):
             return None
         import scipy.sparse as sp  # set-up only, as amg.py's own factorisation
@@ -580,44 +566,54 @@ class CompiledSolve:
         order = np.argsort(perm)
         inv, lp, li, rp, rk, rpos, up, ui, tmap = _cholesky_pattern(lev.indptr, lev.indices,
                                                                     n, order)
-        chol = (lp, li, np.zeros(len(li)), up, ui, np.zeros(len(ui)), inv, inv,
-                np.zeros(max(n, 1)))
-        return SimpleNamespace(order=order, inv=inv, chol=chol, rp=rp, rk=rk, rpos=rpos,
-                               tmap=tmap, x=np.zeros(max(n, 1)))
+        f = SimpleNamespace(perm_r=inv, perm_c=inv, lp=lp, li=li.astype(IDX),
+                            lx=np.zeros(len(li)), up=up, ui=ui.astype(IDX),
+                            ux=np.zeros(len(ui)), ud=np.zeros(n), y=np.zeros(max(n, 1)))
+        return SimpleNamespace(order=order, inv=inv, li=li, ui=ui, rp=rp, rk=rk, rpos=rpos,
+                               tmap=tmap, x=np.zeros(max(n, 1)), lw=np.zeros(len(li)), f=f)
 
     def _factor(self) -> bool:
         """Numeric Cholesky of the coarsest level (False: a pivot was not positive)."""
         c = self.chol
+        f = c.f
         lev = self.amg.levels[-1]
-        pinned = cholesky(lev.indptr, lev.indices, lev.data, lev.n, c.order, c.inv, c.chol,
-                          c.rp, c.rk, c.rpos, c.tmap, c.x)
+        pinned = cholesky(lev.indptr, lev.indices, lev.data, lev.n, c.order, c.inv, c.lw,
+                          f.lp, c.li, c.rp, c.rk, c.rpos, c.ui, c.tmap, c.x, f.lx, f.ux, f.ud)
         if pinned == -2:
             return False
-        self.lu = c.chol
-        self.ctl[PINNED] = lev.pinned = pinned
-        lev.lu = _Factor(c.chol, lev.n, pinned)  # AMG.apply (Python) solves with it too
+        lev.lu = f  # AMG._solve (the Python path) solves with the same factors
+        lev.pinned = pinned
+        self._superlu()
         return True
 
     def refresh(self):
-        """``AMG.refresh`` (new fine coefficients): the Galerkin products and smoother
-        diagonals level by level, then the coarsest level's factorisation, timed as
-        "amg_gathered" as ``AMG._finish`` does."""
+        """``AMG.refresh`` (new fine coefficients) for a serial hierarchy: the Galerkin
+        products and smoother diagonals level by level, then the coarsest level's
+        factorisation, the levels a parallel run repeats on every rank timed as
+        "amg_gathered" as the Python path does."""
         amg = self.amg
         if self.chol is None:
             amg.refresh()
-            self._extract_lu()
+            self._superlu()
             return
         levels = amg.levels
-        for i, lev in enumerate(levels[:-1]):
-            galerkin_refresh(lev.next.slot, lev.data, levels[i + 1].data)
-        for lev in levels:
+        fr = amg._redundant_from()
+        amg.refreshes += 1
+        for i, lev in enumerate(levels[:fr]):
+            if lev.next is not None:
+                galerkin_refresh(lev.next.slot, lev.data, levels[i + 1].data)
+        for lev in levels[:fr]:
             lev.smoother_setup()
-        fg = amg.first_gathered
-        with amg.timers("amg_gathered") if fg is not None and fg < len(levels) else _NULL:
+        with amg.timers("amg_gathered") if fr < len(levels) else _NULL:
+            for lev, nxt in zip(levels[fr:-1], levels[fr + 1:], strict=True):
+                galerkin_refresh(lev.next.slot, lev.data, nxt.data)
+        with amg.timers("amg_gathered") if fr < len(levels) else _NULL:
+            for lev in levels[fr:]:
+                lev.smoother_setup()
             if not self._factor():  # not positive definite after all: SuperLU's LU
                 self.chol = None
                 amg._factor_coarsest()
-                self._extract_lu()
+                self._superlu()
 
     def solve(self, b, x, tol, max_iter, ws, rel_tol: float = 0.0) -> SolveInfo:
         """``krylov.fcg`` / ``lowsync.cg1`` with ``amg.apply``: same arguments and result,
@@ -655,19 +651,7 @@ class CompiledSolve:
         if hasattr(ph, "calls") and cnt[GATHERED_VISITS]:
             ph.seconds += cnt[GATHERED_NS] * 1e-9
             ph.calls += int(cnt[GATHERED_VISITS])
-
-
-class _Factor:
-    """The coarsest level's factors behind SuperLU's ``solve(b)``, for ``AMG._solve``."""
-
-    def __init__(self, chol, n, pinned):
-        self.chol, self.n, self.pinned = chol, n, pinned
-
-    def solve(self, b):
-        x = np.zeros(self.n)
-        lu_solve(self.chol, np.ascontiguousarray(b, dtype=np.float64), x, self.n,
-                 self.pinned)
-        return x
+        amg.allgathers += int(cnt[GATHERED_VISITS])
 
 
 class _Null:
