@@ -552,6 +552,7 @@ class _Transfer:
 
     def __init__(self, comm, out_peers, out_idx, in_peers, in_idx):
         self.out_idx, self.in_idx = out_idx, in_idx
+        self.out_peers, self.in_peers = list(out_peers), list(in_peers)
         self.out_buf = [np.zeros(len(ix)) for ix in out_idx]
         self.in_buf = [np.zeros(len(ix)) for ix in in_idx]
         out = list(zip(out_peers, self.out_buf, strict=True))

@@ -30,6 +30,7 @@ import numba as nb
 import numpy as np
 
 from ..parallel import mpicall, threads
+from ..parallel.halo.kernels import pack, unpack
 from .amg import (KCYCLE_T, _axpy_into, _combine, _kdots1, _kdots2, _scale_into,
                   galerkin_refresh, gs_rows, gs_sweep, lu_solve, prolong_add, residual,
                   restrict, spmv)
@@ -39,13 +40,26 @@ from .matrix import IDX
 # per-level columns of the int64 table ``lv``
 N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE, KRYLOV = range(11)
 LV_COLS = 11
+# per-level columns of the int64 table ``pl``: what a parallel run sends.  Halo exchange of
+# the level (EXS: made at all; plan and buffer offsets, persistent requests), the transfers of
+# aggregates spanning ranks into the next level (XO/XI: out and in entries; ACC/DIST: their
+# request groups), the handoff to the redundant level (RD: allgatherv of RD_N values; RC: the
+# local coarse vector, RDC: the redundant rows read back)
+(EXS, HC_OFF, HC_N, HP_OFF, NNB, HB_OFF, HSEND, HRECV, HREQ, HNREQ, XF, XO_OFF, XO_N, XI_OFF,
+ XI_N, XB_OUT, XB_IN, XACC, XACC_N, XDIST, XDIST_N, RD, RD_N, RD_COUNTS, RD_DISPLS, RDC_OFF,
+ RDC_N, RC_OFF, RC_N) = range(29)
+PL_COLS = 29
 # slots of the int64 control array ``ctl``
-NLEV, FIRST_GATHERED, PINNED, CLOCK, CLOCK_ID, TS_ADDR = range(6)
-TS = 8  # struct timespec: two int64
-N_CTL = 10
+(NLEV, FIRST_GATHERED, PINNED, CLOCK, CLOCK_ID, TS_ADDR, PAR, STARTALL, WAITALL, ALLREDUCE,
+ ALLGATHERV, STATUSES, RBUF) = range(13)
+TS = 14  # struct timespec: two int64
+N_CTL = 16
+RB = 8  # room for the scalars of one fused sum (send and receive halves)
 # slots of the int64 counters array ``cnt``: then one exchange count per level
-REDUCTIONS, TOP_EXCHANGES, GATHERED_NS, GATHERED_VISITS = range(4)
-CNT_HEAD = 4
+REDUCTIONS, TOP_EXCHANGES, GATHERED_NS, GATHERED_VISITS, REDUCE_NS, ALLGATHER_NS = range(6)
+CNT_HEAD = 6
+# positions in the tuple ``h`` of packed arrays
+H_CTL, H_PL, H_HB, H_HCELLS, H_HPLAN, H_XIDX, H_HND = range(10, 17)
 # work vectors of a level, rows of ``W`` (the names of amg.Level's attributes)
 VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")
 B, X, R, C, D, V, Wv, R2 = range(8)
@@ -175,7 +189,7 @@ def _now(ctl):
 @nb.njit(cache=True)
 def _level(h, d0, i):
     """(indptr, indices, data, diag_pos, dl1) of level i (level 0's data: the matrix's)."""
-    ip, ix, dat, dp, dl1, agg, cut, W, lv, ks = h
+    ip, ix, dat, dp, dl1, lv = h[0], h[1], h[2], h[3], h[4], h[8]
     n = lv[i, N]
     a, z = lv[i, NZ], lv[i + 1, NZ]
     data = d0 if i == 0 else dat[a:z]
@@ -190,8 +204,88 @@ def _vec(h, k, i):
 
 
 @nb.njit(cache=True)
-def _exchange(lv, cnt, i):
-    cnt[CNT_HEAD + i] += 1
+def _exchange(h, cnt, i, x, top=False):
+    """``Level.exchange`` (or, ``top``, the matrix's exchange before a Krylov product):
+    counted always, made where a parallel run has neighbours, with the exchanger's pack
+    layout and persistent requests started from here."""
+    if top:
+        cnt[TOP_EXCHANGES] += 1
+    else:
+        cnt[CNT_HEAD + i] += 1
+    pl = h[H_PL]
+    if pl[i, EXS] == 0:
+        return
+    ctl, hb, lv = h[H_CTL], h[H_HB], h[8]
+    nn, o, ns, nr = pl[i, NNB], pl[i, HB_OFF], pl[i, HSEND], pl[i, HRECV]
+    plan = h[H_HPLAN][pl[i, HP_OFF]:pl[i, HP_OFF] + 2 * nn + 2]
+    pack((x,), h[H_HCELLS][pl[i, HC_OFF]:pl[i, HC_OFF] + pl[i, HC_N]], plan[:nn + 1],
+         hb[o:o + ns])
+    _startwait(ctl, pl[i, HREQ], pl[i, HNREQ])
+    unpack(hb[o + ns:o + ns + nr], plan[nn + 1:], lv[i, N], (x,))
+
+
+@nb.njit(cache=True)
+def _startwait(ctl, reqs, nreq):
+    if nreq == 0:
+        return
+    rc = mpicall.call_ip(ctl[STARTALL], nreq, reqs)
+    if rc == 0:
+        rc = mpicall.call_ipp(ctl[WAITALL], nreq, reqs, ctl[STATUSES])
+    if rc != 0:
+        raise RuntimeError("MPI error in the compiled AMG solve")
+
+
+@nb.njit(cache=True)
+def _reduce(h, cnt, k, counted):
+    """The fused sum of the ``k`` scalars in ``hb[RBUF:RBUF + k]`` (in place): counted if
+    a parallel run reduces it (``counted``), an MPI_Allreduce where it does."""
+    if not counted:
+        return
+    cnt[REDUCTIONS] += 1
+    ctl = h[H_CTL]
+    if ctl[PAR] == 0:
+        return
+    hb, hnd = h[H_HB], h[H_HND]
+    a = hb.ctypes.data + 8 * ctl[RBUF]
+    t0 = _now(ctl)
+    rc = mpicall.call_allreduce(ctl[ALLREDUCE], a, a + 8 * RB, k, hnd[1], hnd[2], hnd[0])
+    cnt[REDUCE_NS] += _now(ctl) - t0
+    if rc != 0:
+        raise RuntimeError("MPI error in the compiled AMG solve")
+    for t in range(k):
+        hb[ctl[RBUF] + t] = hb[ctl[RBUF] + RB + t]
+
+
+@nb.njit(cache=True)
+def _sums(h):
+    """The scalars of the next fused sum (``_reduce``)."""
+    return h[H_HB][h[H_CTL][RBUF]:h[H_CTL][RBUF] + RB]
+
+
+@nb.njit(cache=True)
+def _accumulate(h, i, v):
+    """``_Transfer.accumulate`` of transfer i: partial restrictions to their owners."""
+    pl, hb, xi = h[H_PL], h[H_HB], h[H_XIDX]
+    out = hb[pl[i, XB_OUT]:pl[i, XB_OUT] + pl[i, XO_N]]
+    into = hb[pl[i, XB_IN]:pl[i, XB_IN] + pl[i, XI_N]]
+    for t in range(len(out)):
+        out[t] = v[xi[pl[i, XO_OFF] + t]]
+    _startwait(h[H_CTL], pl[i, XACC], pl[i, XACC_N])
+    for t in range(len(into)):
+        v[xi[pl[i, XI_OFF] + t]] += into[t]
+
+
+@nb.njit(cache=True)
+def _distribute(h, i, v):
+    """``_Transfer.distribute`` of transfer i: the owners' values back."""
+    pl, hb, xi = h[H_PL], h[H_HB], h[H_XIDX]
+    out = hb[pl[i, XB_OUT]:pl[i, XB_OUT] + pl[i, XO_N]]
+    into = hb[pl[i, XB_IN]:pl[i, XB_IN] + pl[i, XI_N]]
+    for t in range(len(into)):
+        into[t] = v[xi[pl[i, XI_OFF] + t]]
+    _startwait(h[H_CTL], pl[i, XDIST], pl[i, XDIST_N])
+    for t in range(len(out)):
+        v[xi[pl[i, XO_OFF] + t]] = out[t]
 
 
 @nb.njit(cache=True)
@@ -202,38 +296,70 @@ def _smooth(h, d0, lv, cnt, i, b, x, forward):
     cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
     if forward:
         gs_sweep(ip, ix, data, dp, dl1, b, x, n, True)
-        _exchange(lv, cnt, i)
+        _exchange(h, cnt, i, x)
         if lv[i, HASCUT]:
             gs_rows(ip, ix, data, dp, dl1, b, x, cut, True)
-            _exchange(lv, cnt, i)
+            _exchange(h, cnt, i, x)
     else:
         gs_sweep(ip, ix, data, dp, dl1, b, x, n, False)
         if lv[i, HASCUT]:
-            _exchange(lv, cnt, i)
+            _exchange(h, cnt, i, x)
             gs_rows(ip, ix, data, dp, dl1, b, x, cut, False)
 
 
 @nb.njit(cache=True)
 def _down(h, d0, cnt, i, b, x):
     """First half of ``AMG._cycle`` on level i: smooth from zero, restrict the residual
-    into the next level's right-hand side."""
-    lv, agg = h[8], h[5]
+    into the next level's right-hand side (partial sums of aggregates spanning ranks to
+    their owners; into a redundant level, one allgatherv)."""
+    lv, agg, pl = h[8], h[5], h[H_PL]
     n = lv[i, N]
     ip, ix, data, dp, dl1 = _level(h, d0, i)
     r = _vec(h, R, i)
     x[:] = 0.0
     _smooth(h, d0, lv, cnt, i, b, x, True)
     residual(ip, ix, data, x, b, r)
-    restrict(agg[lv[i, VEC]:lv[i, VEC] + n], r, n, _vec(h, B, i + 1), lv[i + 1, NCOLS])
+    ag = agg[lv[i, VEC]:lv[i, VEC] + n]
+    if pl[i, RD] == 0:
+        rc = _vec(h, B, i + 1)
+        restrict(ag, r, n, rc, lv[i + 1, NCOLS])
+        if pl[i, XF]:
+            _accumulate(h, i, rc)
+        return
+    ctl, hb, hnd = h[H_CTL], h[H_HB], h[H_HND]
+    rc = hb[pl[i, RC_OFF]:pl[i, RC_OFF] + pl[i, RC_N]]
+    restrict(ag, r, n, rc, pl[i, RC_N])
+    if pl[i, XF]:
+        _accumulate(h, i, rc)
+    t0 = _now(ctl)
+    e = mpicall.call_allgatherv(ctl[ALLGATHERV], rc.ctypes.data, pl[i, RD_N], hnd[1],
+                                _vec(h, B, i + 1).ctypes.data, pl[i, RD_COUNTS],
+                                pl[i, RD_DISPLS], hnd[1], hnd[0])
+    cnt[ALLGATHER_NS] += _now(ctl) - t0
+    if e != 0:
+        raise RuntimeError("MPI error in the compiled AMG solve")
 
 
 @nb.njit(cache=True)
 def _up(h, d0, cnt, i, b, x):
-    """Second half of ``AMG._cycle``: add the next level's correction, smooth back."""
-    lv, agg = h[8], h[5]
+    """Second half of ``AMG._cycle``: add the next level's correction (the owners' values
+    of spanning aggregates back; from a redundant level, this rank's entries), smooth
+    back."""
+    lv, agg, pl = h[8], h[5], h[H_PL]
     n = lv[i, N]
-    prolong_add(agg[lv[i, VEC]:lv[i, VEC] + n], _vec(h, X, i + 1), n, x)
-    _exchange(lv, cnt, i)
+    ag = agg[lv[i, VEC]:lv[i, VEC] + n]
+    if pl[i, RD] == 0:
+        e = _vec(h, X, i + 1)
+        if pl[i, XF]:
+            _distribute(h, i, e)
+    else:
+        e = h[H_HB][pl[i, RC_OFF]:pl[i, RC_OFF] + pl[i, RC_N]]
+        xs = _vec(h, X, i + 1)
+        cols = h[H_XIDX][pl[i, RDC_OFF]:pl[i, RDC_OFF] + pl[i, RDC_N]]
+        for t in range(len(cols)):
+            e[t] = xs[cols[t]]
+    prolong_add(ag, e, n, x)
+    _exchange(h, cnt, i, x)
     _smooth(h, d0, lv, cnt, i, b, x, False)
 
 
@@ -245,10 +371,12 @@ def _k_first(h, d0, cnt, i):
     n = lv[i, N]
     b, x, c, v = _vec(h, B, i), _vec(h, X, i), _vec(h, C, i), _vec(h, V, i)
     ip, ix, data, dp, dl1 = _level(h, d0, i)
-    _exchange(lv, cnt, i)
+    _exchange(h, cnt, i, c)
     spmv(ip, ix, data, c, v)
-    rho1, alpha1, bb, vv, bv = _kdots1(c, v, b, n)
-    cnt[REDUCTIONS] += lv[i, COUNTED]
+    sm = _sums(h)
+    sm[:5] = _kdots1(c, v, b, n)
+    _reduce(h, cnt, 5, lv[i, COUNTED] != 0)
+    rho1, alpha1, bb, vv, bv = sm[0], sm[1], sm[2], sm[3], sm[4]
     if rho1 <= 0.0:
         x[:n] = c[:n]
         return False
@@ -271,10 +399,12 @@ def _k_second(h, d0, cnt, i):
                          _vec(h, Wv, i), _vec(h, R2, i))
     ip, ix, data, dp, dl1 = _level(h, d0, i)
     a1, rho1 = h[9][i], h[9][len(lv) + i]
-    _exchange(lv, cnt, i)
+    _exchange(h, cnt, i, d)
     spmv(ip, ix, data, d, w)
-    gamma, beta, alpha2 = _kdots2(d, v, w, r2, n)
-    cnt[REDUCTIONS] += lv[i, COUNTED]
+    sm = _sums(h)
+    sm[:3] = _kdots2(d, v, w, r2, n)
+    _reduce(h, cnt, 3, lv[i, COUNTED] != 0)
+    gamma, beta, alpha2 = sm[0], sm[1], sm[2]
     rho2 = beta - gamma * gamma / rho1
     if rho2 <= 0.0:
         _scale_into(x, a1, c, n)
@@ -348,16 +478,26 @@ def _dot2(a, b, c, d, n):
 
 @nb.njit(cache=True)
 def _top_matvec(h, d0, cnt, x, y):
+    """``DistMatrix.matvec``: exchange, then y = A x."""
     ip, ix, data, dp, dl1 = _level(h, d0, 0)
-    cnt[TOP_EXCHANGES] += 1
+    _exchange(h, cnt, 0, x, True)
     spmv(ip, ix, data, x, y)
 
 
 @nb.njit(cache=True)
 def _top_residual(h, d0, cnt, x, b, r):
     ip, ix, data, dp, dl1 = _level(h, d0, 0)
-    cnt[TOP_EXCHANGES] += 1
+    _exchange(h, cnt, 0, x, True)
     residual(ip, ix, data, x, b, r)
+
+
+@nb.njit(cache=True)
+def _sum2(h, cnt, a, b):
+    sm = _sums(h)
+    sm[0] = a
+    sm[1] = b
+    _reduce(h, cnt, 2, True)
+    return sm[0], sm[1]
 
 
 @nb.njit(cache=True)
@@ -377,7 +517,7 @@ def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
     n = h[8][0, N]
     _top_residual(h, d0, cnt, x, b, r)
     rr, bb = _dot2(r, r, b, b, n)
-    cnt[REDUCTIONS] += 1
+    rr, bb = _sum2(h, cnt, rr, bb)
     tol, bnorm = _initial(rr, bb, tol, rel_tol, out)
     if out[1] <= tol:
         return
@@ -386,7 +526,7 @@ def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
     for it in range(1, max_iter + 1):
         _top_matvec(h, d0, cnt, p, q)
         pq, pr = _dot2(p, q, p, r, n)
-        cnt[REDUCTIONS] += 1
+        pq, pr = _sum2(h, cnt, pq, pr)
         out[0] = it
         if pq <= 0.0:
             break
@@ -400,7 +540,7 @@ def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
         zq = 0.0
         for k in range(n):
             zq += z[k] * q[k]
-        cnt[REDUCTIONS] += 1
+        rr, zq = _sum2(h, cnt, rr, zq)
         out[2] = np.sqrt(rr) / bnorm
         if out[2] <= tol:
             return
@@ -419,7 +559,10 @@ def cg1(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, u, w, p, s, out):
     _top_matvec(h, d0, cnt, u, w)
     ru, wu = _dot2(r, u, w, u, n)
     rr, bb = _dot2(r, r, b, b, n)
-    cnt[REDUCTIONS] += 1
+    sm = _sums(h)
+    sm[0], sm[1], sm[2], sm[3] = ru, wu, rr, bb
+    _reduce(h, cnt, 4, True)
+    ru, wu, rr, bb = sm[0], sm[1], sm[2], sm[3]
     tol, bnorm = _initial(rr, bb, tol, rel_tol, out)
     if out[1] <= tol:
         return
@@ -447,7 +590,9 @@ def cg1(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, u, w, p, s, out):
             ru += r[k] * u[k]
             wu += w[k] * u[k]
             us += u[k] * s[k]
-        cnt[REDUCTIONS] += 1
+        sm[0], sm[1], sm[2], sm[3], sm[4] = ru, wu, us, pr_old, rr
+        _reduce(h, cnt, 5, True)
+        ru, wu, us, pr_old, rr = sm[0], sm[1], sm[2], sm[3], sm[4]
         out[2] = np.sqrt(rr) / bnorm
         if out[2] <= tol:
             return
@@ -523,13 +668,22 @@ class CompiledSolve:
                 W[k, lv[i, VEC]:lv[i + 1, VEC]] = getattr(lev, name)
                 setattr(lev, name, W[k, lv[i, VEC]:lv[i + 1, VEC]])
         ks = np.zeros(2 * (nl + 1))  # per level, a1 and rho1 of a K-cycle in progress
-        self.h = (ip, ix, dat, dp, dl1, agg, cut, W, lv, ks)
         ctl = self.ctl = np.zeros(N_CTL, dtype=np.int64)
         ctl[NLEV] = nl
         fr = amg._redundant_from()
         ctl[FIRST_GATHERED] = fr if fr < nl else -1
         ctl[CLOCK], ctl[CLOCK_ID] = addresses["clock"], mpicall.CLOCK_MONOTONIC
         ctl[TS_ADDR] = ctl.ctypes.data + 8 * TS
+        for key, slot in (("startall", STARTALL), ("waitall", WAITALL),
+                          ("allreduce", ALLREDUCE), ("allgatherv", ALLGATHERV)):
+            ctl[slot] = addresses[key]
+        par = _parallel_plan(amg, fr) if amg.red.parallel else _serial_plan(nl)
+        self.par = par
+        ctl[PAR] = amg.red.parallel
+        ctl[STATUSES] = par.statuses
+        ctl[RBUF] = par.rbuf
+        self.h = (ip, ix, dat, dp, dl1, agg, cut, W, lv, ks, ctl, par.pl, par.hb, par.hcells,
+                  par.hplan, par.xidx, par.hnd)
         self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
         self.out = np.zeros(4)
         self.chol = self._cholesky_setup()
@@ -630,28 +784,147 @@ class CompiledSolve:
                          converged=bool(conv))
 
     def _account(self, cnt):
-        """The Python path's counters: reductions, exchanges per level and of the matrix's
-        exchanger, the "amg_gathered" time."""
+        """The Python path's counters: reductions (and their MPI time), exchanges per level
+        and in each level's exchanger (the matrix's for level 0), the "amg_gathered" time,
+        the redundant level's allgathers."""
         amg = self.amg
-        amg.red.stats.calls += int(cnt[REDUCTIONS])
-        levels = amg.levels
-        top = int(cnt[CNT_HEAD])  # level 0's cycle exchanges go through the matrix's exchanger
-        for i, lev in enumerate(levels):
-            lev.calls += int(cnt[CNT_HEAD + i])
-        ex = amg.A.ex
-        if ex is not None:
-            st = ex.stats
-            k = int(cnt[TOP_EXCHANGES]) + top
-            st.calls += k
-            st.fields += k
+        st = amg.red.stats
+        st.calls += int(cnt[REDUCTIONS])
+        st.seconds += float(cnt[REDUCE_NS]) * 1e-9
+        pl = self.par.pl
+        for i, lev in enumerate(amg.levels):
+            k = int(cnt[CNT_HEAD + i])
+            lev.calls += k
+            ex = amg.A.ex if i == 0 else lev.ex
+            if i == 0:  # the Krylov products' exchanges go through the matrix's exchanger
+                k += int(cnt[TOP_EXCHANGES])
+            if ex is None or not k:
+                continue
+            hs = ex.stats
+            hs.calls += k
+            hs.fields += k
+            hs.messages += k * int(pl[i, NNB])
+            hs.bytes += k * 8 * int(pl[i, HSEND])
         ph = amg.A.timers("halo_solve")
         if hasattr(ph, "calls"):  # (untimed: a null phase)
             ph.calls += int(cnt[TOP_EXCHANGES])
+        visits = int(cnt[GATHERED_VISITS])
         ph = amg.timers("amg_gathered")
-        if hasattr(ph, "calls") and cnt[GATHERED_VISITS]:
+        if hasattr(ph, "calls") and visits:
             ph.seconds += cnt[GATHERED_NS] * 1e-9
-            ph.calls += int(cnt[GATHERED_VISITS])
-        amg.allgathers += int(cnt[GATHERED_VISITS])
+            ph.calls += visits
+        amg.allgathers += visits
+        fr = amg._redundant_from()
+        rd = amg.levels[fr - 1].next.redundant if 0 < fr < len(amg.levels) else None
+        if rd is not None and visits:
+            rd.rhs.calls += visits
+            rd.rhs.bytes += visits * 8 * (rd.rhs.total - rd.n)
+            rd.rhs.seconds += float(cnt[ALLGATHER_NS]) * 1e-9
+
+
+TAG_HALO, TAG_ACC, TAG_DIST = 7431, 7432, 7433
+
+
+def _serial_plan(nl):
+    """Nothing to send: every level counts only."""
+    from ..parallel import cplan
+
+    return SimpleNamespace(pl=np.zeros((nl + 1, PL_COLS), dtype=np.int64), hb=np.zeros(2 * RB),
+                           rbuf=0, hcells=np.zeros(0, dtype=IDX),
+                           hplan=np.zeros(0, dtype=np.int64), xidx=np.zeros(0, dtype=np.int64),
+                           hnd=cplan.self_handles(), statuses=0, keep=())
+
+
+def _parallel_layout(amg, fr, pl):
+    """Offsets of every level's halo buffers and plans, spanning-aggregate transfers and
+    redundant handoff in the packed arrays; returns (buffer length, cells, plans, indices,
+    kept arrays)."""
+    hcells, hplan, xidx, keep = [], [], [], []
+    hb = hc = hp = xi = 0
+    for i, lev in enumerate(amg.levels[:fr]):
+        ex = amg.A.ex if i == 0 else lev.ex
+        nn = len(ex.neighbours)
+        pl[i, EXS], pl[i, NNB] = 1, nn
+        pl[i, HC_OFF], pl[i, HC_N] = hc, len(ex.send_cells)
+        pl[i, HP_OFF], pl[i, HB_OFF] = hp, hb
+        pl[i, HSEND], pl[i, HRECV] = ex.n_send, ex.n_recv
+        hcells.append(np.asarray(ex.send_cells, dtype=IDX))
+        hplan.append(np.concatenate([ex.send_ptr, ex.recv_ptr]).astype(np.int64))
+        hc, hp, hb = hc + len(ex.send_cells), hp + 2 * nn + 2, hb + ex.n_send + ex.n_recv
+        nx = lev.next
+        if nx.xfer is not None:
+            out = np.concatenate([np.zeros(0, np.int64)] + [np.asarray(a, np.int64)
+                                                            for a in nx.xfer.out_idx])
+            into = np.concatenate([np.zeros(0, np.int64)] + [np.asarray(a, np.int64)
+                                                             for a in nx.xfer.in_idx])
+            pl[i, XF] = 1
+            pl[i, XO_OFF], pl[i, XO_N], pl[i, XI_OFF], pl[i, XI_N] = (
+                xi, len(out), xi + len(out), len(into))
+            xidx += [out, into]
+            xi += len(out) + len(into)
+            pl[i, XB_OUT], pl[i, XB_IN] = hb, hb + len(out)
+            hb += len(out) + len(into)
+        if nx.redundant is not None:
+            rd = nx.redundant
+            counts = rd.rhs.counts.astype(np.int32)
+            displs = rd.rhs.displs.astype(np.int32)
+            keep += [counts, displs]
+            pl[i, RD], pl[i, RD_N] = 1, rd.n
+            pl[i, RD_COUNTS], pl[i, RD_DISPLS] = counts.ctypes.data, displs.ctypes.data
+            pl[i, RC_OFF], pl[i, RC_N] = hb, nx.ncols
+            hb += max(nx.ncols, 1)
+            pl[i, RDC_OFF], pl[i, RDC_N] = xi, len(rd.cols)
+            xidx.append(np.asarray(rd.cols, np.int64))
+            xi += len(rd.cols)
+    return hb, hcells, hplan, xidx, keep
+
+
+def _parallel_plan(amg, fr):
+    """The packed arrays and persistent requests of a parallel hierarchy: the distributed
+    levels' halo exchanges (each exchanger's plan and pack layout, requests of our own on
+    one buffer), the transfers of aggregates spanning ranks, the redundant handoff."""
+    from ..parallel import cplan
+
+    levels = amg.levels
+    pl = np.zeros((len(levels) + 1, PL_COLS), dtype=np.int64)
+    n_hb, hcells, hplan, xidx, keep = _parallel_layout(amg, fr, pl)
+    rbuf = n_hb
+    hb = np.zeros(n_hb + 2 * RB)
+    reqs = cplan.Requests(amg.comm)
+    for i, lev in enumerate(levels[:fr]):
+        ex = amg.A.ex if i == 0 else lev.ex
+        o, ns = pl[i, HB_OFF], pl[i, HSEND]
+        sp, rp = ex.send_ptr, ex.recv_ptr
+        nbrs = list(ex.neighbours)
+        pl[i, HREQ], pl[i, HNREQ] = reqs.add(
+            [(q, hb[o + sp[k]:o + sp[k + 1]]) for k, q in enumerate(nbrs)],
+            [(q, hb[o + ns + rp[k]:o + ns + rp[k + 1]]) for k, q in enumerate(nbrs)], TAG_HALO)
+        xf = lev.next.xfer
+        if xf is None:
+            continue
+        out, into = [], []
+        a = pl[i, XB_OUT]
+        for q, ix in zip(xf.out_peers, xf.out_idx, strict=True):
+            out.append((q, hb[a:a + len(ix)]))
+            a += len(ix)
+        a = pl[i, XB_IN]
+        for q, ix in zip(xf.in_peers, xf.in_idx, strict=True):
+            into.append((q, hb[a:a + len(ix)]))
+            a += len(ix)
+        pl[i, XACC], pl[i, XACC_N] = reqs.add(out, into, TAG_ACC)
+        pl[i, XDIST], pl[i, XDIST_N] = reqs.add(into, out, TAG_DIST)
+    reqs.close()
+    for i in range(len(levels)):
+        for col in (HREQ, XACC, XDIST):
+            pl[i, col] = reqs.address(int(pl[i, col]))
+
+    def cat(parts, dtype):
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+    return SimpleNamespace(pl=pl, hb=hb, rbuf=rbuf, hcells=cat(hcells, IDX),
+                           hplan=cat(hplan, np.int64), xidx=cat(xidx, np.int64),
+                           hnd=cplan.collective_handles(amg.comm),
+                           statuses=reqs.status_address, keep=(keep, reqs))
 
 
 class _Null:
@@ -667,20 +940,32 @@ _NULL = _Null()
 
 def compiled_solver(amg, krylov) -> CompiledSolve | None:
     """The compiled solve for ``amg`` and the Krylov function ``krylov`` (``krylov.fcg`` or
-    ``lowsync.cg1``), or None where the Python path must run: a parallel run, ghost columns
-    on one rank (periodic meshes), no coarsest factorisation, threaded kernels bound (the
-    compiled loops are serial), or no C clock."""
+    ``lowsync.cg1``), or None where the Python path must run: threaded kernels bound (the
+    compiled loops are serial), no C MPI functions, device-staged fields, ghost columns on
+    one rank (periodic meshes), or a hierarchy this module does not know.  Every rank of a
+    parallel run decides the same (one set-up collective)."""
     name = getattr(krylov, "__name__", "")
-    if name not in ("fcg", "cg1") or amg.red.parallel or threads.threaded():
-        return None
-    A = amg.A
-    if A.pattern.n_cols != A.pattern.n_rows or any(lev.ex is not None for lev in amg.levels[1:]):
-        return None
-    if getattr(A.ex, "neighbours", []):
-        return None
-    if amg.levels[-1].lu is None or amg.levels[-1].next is not None:
-        return None
-    addr = mpicall.addresses()
-    if addr is None:
-        return None
-    return CompiledSolve(amg, name, addr)
+    ok = _supported(amg) and name in ("fcg", "cg1") and not threads.threaded()
+    addr = mpicall.addresses() if ok else None
+    ok = addr is not None
+    if amg.red.parallel:
+        from ..parallel import transfer
+
+        ok = transfer.total(amg.comm, 0 if ok else 1) == 0
+    return CompiledSolve(amg, name, addr) if ok else None
+
+
+def _supported(amg) -> bool:
+    levels = amg.levels
+    fr = amg._redundant_from()
+    if levels[-1].lu is None or levels[-1].next is not None:
+        return False
+    if any(lev.ex is not None for lev in levels[fr:]):
+        return False
+    if not amg.red.parallel:
+        A = amg.A
+        return (A.pattern.n_cols == A.pattern.n_rows and not getattr(A.ex, "neighbours", [])
+                and all(lev.ex is None for lev in levels[1:]))
+    exs = [amg.A.ex] + [lev.ex for lev in levels[1:fr]]
+    return all(ex is not None and not ex.space.staged and hasattr(ex, "send_cells")
+               for ex in exs)
