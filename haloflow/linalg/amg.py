@@ -36,22 +36,37 @@ the all-Neumann finite-volume Laplacian):
   1024^2 on 2 ranks 0.39 s against 0.31 s serially); ``aggregation="local"`` keeps the
   rank-local matching (11-15 iterations) for runs where that matters more.
 - Aggregates that span ranks cost two small point-to-point messages per level visit
-  (partial restrictions to the owner, the owner's coarse value back) and, per refresh, the
+  (partial restrictions to the owner, the owner's coarse value back; into the redundant
+  level only the first) and, per refresh, the
   partial Galerkin rows of the cells held elsewhere.  Coarse levels keep owned rows and
-  ghost columns and exchange through the same halo interface as the solver.  Once the
-  global coarse problem is small it is gathered onto rank 0, which coarsens it further
-  serially while it has more than ``COARSEST`` rows and solves the coarsest level with a
-  sparse LU, refactored at every refresh.  Everything below the gather runs on rank 0 alone
-  while the other ranks wait, so it bounds strong scaling (`haloflow predict` shows it):
-  at 256^2 the K-cycle below a 1024-row level cost 175 us per visit, 19 ms of a 0.33 s
-  step; a sparse LU of that level solves in 50 us and factorises in 1.6 ms, 7 ms per step
-  with the same iterations.  All-Neumann (singular) problems are handled there by pinning
-  one unknown.
+  ghost columns and exchange through the same halo interface as the solver.
+- *The coarse problem is solved redundantly.*  Once a level has fewer than ``GATHER_BELOW``
+  global rows, every rank receives all of it (structure once, coefficients at every refresh:
+  one allgather) and holds the same serial hierarchy below it, coarsened while it has more
+  than ``COARSEST`` rows and ended by a sparse LU (refactored at every refresh, solved by a
+  compiled kernel).  A visit is one allgather of the restricted right-hand side (rank by
+  rank: the level's global row order), the same solve on every rank, and each rank reads its
+  own and its ghost entries of the correction: no scatter, no rank waiting for another.
+  Before, the level was gathered on rank 0, which solved it while the others waited, with a
+  gather and a scatter per visit.  The redundant work does not shrink with more ranks (the
+  performance model's serial part), so it is kept small: 62^3 cavity on 1 rank, 10.7
+  pressure iterations per step either way, its share of a step 10.8 % with the gather below
+  4000 rows (K-cycle on 3993 rows, LU on 1092) and 0.6 % below 100 (LU on 46 rows; the time
+  of the Python calls, about 10 us per visit, most of it); the price is more distributed
+  levels, whose exchanges and reductions are priced by the model.
+- *Small levels get one plain cycle.*  Below ``KRYLOV_ABOVE`` global rows a level is not
+  solved by the K-cycle's two Krylov steps but by one cycle: without it the visits, and the
+  reductions, double at every level (62^3: 64 reductions per application against 33), for
+  the same iterations (62^3, 32^3: 10; 63^2, 255^2: 10).  Not much higher: with 1500, 63^2
+  took 18 iterations instead of 10.
 - Smoother: l1 hybrid Gauss-Seidel, rank-local (Jacobi across the cut, the l1 diagonal
   keeping it convergent), forward before and backward after the coarse correction.  On
   distributed levels the rows next to the cut are swept once more after an exchange
   (``RESWEEP``), which takes back most of what the Jacobi coupling across the cut costs:
   1024^2 on 2 ranks 11 -> 10 iterations, 64^3 11 -> 10, per-iteration time within noise.
+  Not on levels under ``RESWEEP_ABOVE`` rows, where its two exchanges per visit bought
+  nothing (256^2 and 40^3 on 3 ranks: 10 iterations with or without, 103 -> 71 and
+  110 -> 77 coarse exchanges per application).
 """
 
 from __future__ import annotations
@@ -77,6 +92,7 @@ KAPPA = 4.5  # refuse tentative aggregates whose two-grid quality mu(G) exceeds 
 KCYCLE_T = 0.25  # K-cycle: skip the second Krylov step if the residual fell by this factor
 KRYLOV_ABOVE = 500  # K-cycle: levels with fewer global rows get one plain cycle per visit
 RESWEEP = 1  # distributed levels: sweep the rows next to the cut again with fresh ghosts
+RESWEEP_ABOVE = 2000  # ... on coarse levels of at least this many global rows (serial: counted)
 AGGREGATION = "global"  # "global": partition-independent aggregates; "local": per rank
 
 
@@ -699,7 +715,8 @@ class AMG:
     ``_serial_next``)."""
 
     def __init__(self, A, lmesh, red: Reducer, strategy: str = "packed", cycle: str = "K",
-                 timers=NULL_TIMERS, aggregation: str = AGGREGATION):
+                 timers=NULL_TIMERS, aggregation: str = AGGREGATION,
+                 gather_below: int | None = None):
         if aggregation not in ("global", "local"):
             raise ValueError(f"unknown AMG aggregation {aggregation!r} (global or local)")
         self.A = A
@@ -712,6 +729,9 @@ class AMG:
         self.comm = red.comm  # handed to the transfer plans of the distributed levels
         self.cycle_kind = cycle
         self.aggregation = aggregation
+        # replicate below this many global rows: the network decides where that pays (a
+        # slow one makes a distributed level's exchanges dearer than the whole level's work)
+        self.gather_below = GATHER_BELOW if gather_below is None else int(gather_below)
         self._halo = lambda topo, c: halo.make(strategy, topo, c)
         self.levels: list[Level] = []
         self.root = red.rank == 0
@@ -740,7 +760,8 @@ class AMG:
                 break
             if distributed:  # a distributed level always hands over to a coarser one
                 plan = self._plan(lev)
-                last = plan.nc_global < GATHER_BELOW or plan.nc_global * MIN_RATIO > n_global
+                last = (plan.nc_global < self.gather_below
+                        or plan.nc_global * MIN_RATIO > n_global)
                 nxt = self._distributed_next(lev, plan, halo=not last)
                 if last:  # every rank gets the whole coarse level from here on
                     self.first_redundant = len(self.levels)
@@ -760,7 +781,8 @@ class AMG:
         ip, ix, dp, slot = galerkin_pattern(lev.indptr, lev.indices, lev.n, agg, cagg, nc, nc)
         # a serial run counts the reductions a parallel run would make on this level
         serial_run = not self.red.parallel
-        would_distribute = serial_run and self.first_redundant is None and nc >= GATHER_BELOW
+        would_distribute = (serial_run and self.first_redundant is None
+                            and nc >= self.gather_below)
         if serial_run and not would_distribute and self.first_redundant is None:
             self.first_redundant = len(self.levels)
         nxt = Level(ip, ix, np.zeros(len(ix)), dp, nc, nc, None,
@@ -936,7 +958,7 @@ class AMG:
             lev.krylov = lev.rows >= KRYLOV_ABOVE
         for i, lev in enumerate(self.levels[:fr]):
             lev.smoother_setup()
-            if RESWEEP and lev.cut is None:  # (serial runs: none, but counted)
+            if RESWEEP and lev.cut is None and (i == 0 or lev.rows >= RESWEEP_ABOVE):
                 rows = np.repeat(np.arange(lev.n), np.diff(lev.indptr).astype(np.int64))
                 lev.cut = np.unique(rows[lev.indices >= lev.n]).astype(IDX)
         with self.timers("amg_gathered") if fr < len(self.levels) else NULL_PHASE:

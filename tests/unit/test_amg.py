@@ -170,3 +170,35 @@ def test_standalone_cycles_converge():
     ref = spla.spsolve(A.to_scipy().tocsc(), b)
     assert info.converged and info.iters <= 30, info
     assert np.abs(x[: lm.n_owned] - ref).max() <= 1e-6 * np.abs(ref).max()
+
+
+def test_gather_threshold_moves_work_never_the_hierarchy():
+    """Where the hierarchy turns redundant changes what a parallel run distributes (the
+    reductions a serial run counts), never the levels, the iterations or the answer; the
+    coarsest level's compiled LU solve equals a direct solve."""
+    lm, A = laplacian((24, 20, 18), dirichlet=False)
+    b = rhs(lm, zero_mean=True)
+    runs = []
+    for gb in (None, 1000, 10**9):
+        amg = AMG(A, lm, self_reducer(), gather_below=gb)
+        x = np.zeros(lm.n_cells)
+        info = K.fcg(A, b, x, 1e-8, 200, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
+                     amg.apply)
+        runs.append(([lev.n for lev in amg.levels], info.iters, x, amg.red.stats.calls,
+                     amg.first_redundant, amg))
+    (lv0, it0, x0, c0, f0, _), (lv1, it1, x1, c1, f1, _), (lv2, it2, x2, c2, f2, amg) = runs
+    assert lv0 == lv1 == lv2 and it0 == it1 == it2
+    assert np.array_equal(x0, x1) and np.array_equal(x0, x2)
+    assert f0 > f1 > f2 == 1 and c0 > c1 > c2 == 0  # fewer distributed levels, fewer counted
+    assert lv0[-1] <= amg_module.COARSEST < lv0[-2]
+    co = amg.levels[-1]
+    f = co.lu
+    rb = np.random.default_rng(1).standard_normal(co.n)
+    rb -= rb.mean()  # consistent with the all-Neumann (pinned) matrix
+    out = np.zeros(co.n)
+    amg_module.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud,
+                        co.pinned, rb, out, f.y)
+    import scipy.sparse as sp
+    M = sp.csr_matrix((co.data, co.indices, co.indptr), shape=(co.n, co.n)).toarray()
+    assert co.pinned == co.n - 1
+    assert np.abs(M @ out - rb).max() <= 1e-9 * np.abs(rb).max()
