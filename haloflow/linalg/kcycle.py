@@ -1,25 +1,28 @@
-"""The whole AMG-preconditioned pressure solve in one compiled call (serial runs).
+"""The whole AMG-preconditioned pressure solve in one compiled call.
 
 Why: driven from Python (``krylov.fcg`` with ``AMG.apply``) every Krylov iteration and every
 K-cycle level visit is an interpreter round trip into small numba kernels, a counted
-``Reducer.sum`` and an exchanger call.  On a 32^3 cavity the K-cycle of the small levels
-alone cost about 6.6 ms of a 30 ms step, and an 8^3 step was mostly such fixed costs.  Here
-the hierarchy that :class:`.amg.AMG` built is packed once into flat arrays with per-level
-offsets (the levels' coefficient, l1-diagonal and work arrays become views into them, so
-``AMG.refresh`` updates them in place and nothing is copied per solve), and FCG(1)
-(``krylov.fcg``) or single-reduction CG (``lowsync.cg1``) runs with the K-cycle and the
-coarsest direct solve (triangular solves with SuperLU's factors, extracted once per
-refresh) inside numba.  The arithmetic is that of the Python path, operation for operation,
-so iterates agree to round-off and iteration counts are the same.
+``Reducer.sum`` and an exchanger call.  Here the hierarchy that :class:`.amg.AMG` built is
+packed once into flat arrays with per-level offsets (the levels' coefficient, l1-diagonal
+and work arrays become views into them, so a refresh updates them in place and nothing is
+copied per solve), and FCG(1) (``krylov.fcg``) or single-reduction CG (``lowsync.cg1``)
+runs with the K-cycle and the coarsest direct solve inside numba.  The arithmetic is that
+of the Python path, operation for operation, so iterates agree to round-off and iteration
+counts are the same (tests/unit/test_kcycle.py, tests/mpi/test_kcycle_mpi.py).
 
-It still counts what a parallel run would do: reductions into the run's ``ReduceStats``
-(Krylov sums, and K-cycle sums on the levels whose reducer counts into it), exchanges per
-level (``Level.calls``, read by profile.json and the performance model) and top-level
-exchanges in the matrix's exchanger, and it times the solves of the levels a parallel run
-would gather ("amg_gathered") with the C clock, as the Python path does.
+Parallel runs communicate from compiled code (:mod:`..parallel.mpicall`): the distributed
+levels' halo exchanges with each exchanger's plan and pack layout on persistent requests of
+our own (:mod:`..parallel.cplan`), the transfers of aggregates spanning ranks likewise, the
+fused sums by MPI_Allreduce and the redundant coarse level's right-hand side by one
+MPI_Allgatherv per visit.  It counts what the Python path counts: reductions (and their MPI
+seconds) in the run's ``ReduceStats``, exchanges per level (``Level.calls``, read by
+profile.json and the performance model) and in each level's exchanger (calls, messages,
+bytes), the redundant level's allgathers, and it times the redundant levels' solves
+("amg_gathered") with the C clock.
 
-Serial runs only for now: a parallel hierarchy (distributed levels, halo exchanges and
-transfers from compiled code) keeps the Python path (:func:`compiled_solver` says None).
+On serial hierarchies ``refresh`` also replaces ``AMG.refresh``: the coarsest level is
+factorised by a sparse Cholesky in numba (ordering and pattern once) instead of SuperLU,
+whose Python and library overhead per refactorisation was most of an 8^3 step's AMG work.
 """
 
 from __future__ import annotations
