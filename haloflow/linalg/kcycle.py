@@ -717,8 +717,11 @@ class CompiledSolve:
 
         lev = amg.levels[-1]
         n = lev.n
-        A = sp.csc_matrix((np.ones(len(lev.indices)), lev.indices.astype(np.int64),
-                           lev.indptr.astype(np.int64)), shape=(n, n)) + sp.eye(n)
+        # the ordering only needs the pattern: a strictly diagonally dominant matrix on it
+        counts = np.diff(lev.indptr.astype(np.int64)).astype(float)
+        A = sp.csc_matrix((-np.ones(len(lev.indices)), lev.indices.astype(np.int64),
+                           lev.indptr.astype(np.int64)), shape=(n, n)) + \
+            sp.diags(2.0 * counts + 1.0)
         perm = spla.splu(A, permc_spec="MMD_AT_PLUS_A").perm_c.astype(np.int64)
         order = np.argsort(perm)
         inv, lp, li, rp, rk, rpos, up, ui, tmap = _cholesky_pattern(lev.indptr, lev.indices,
