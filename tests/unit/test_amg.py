@@ -172,10 +172,12 @@ def test_standalone_cycles_converge():
     assert np.abs(x[: lm.n_owned] - ref).max() <= 1e-6 * np.abs(ref).max()
 
 
-def test_gather_threshold_moves_work_never_the_hierarchy():
+@pytest.mark.parametrize("dense_lu", [amg_module.DENSE_LU, 0])
+def test_gather_threshold_moves_work_never_the_hierarchy(dense_lu, monkeypatch):
     """Where the hierarchy turns redundant changes what a parallel run distributes (the
     reductions a serial run counts), never the levels, the iterations or the answer; the
-    coarsest level's compiled LU solve equals a direct solve."""
+    coarsest level's compiled LU solve (dense or sparse factors) solves it."""
+    monkeypatch.setattr(amg_module, "DENSE_LU", dense_lu)  # 0: the sparse LU
     lm, A = laplacian((24, 20, 18), dirichlet=False)
     b = rhs(lm, zero_mean=True)
     runs = []
@@ -202,3 +204,24 @@ def test_gather_threshold_moves_work_never_the_hierarchy():
     M = sp.csr_matrix((co.data, co.indices, co.indptr), shape=(co.n, co.n)).toarray()
     assert co.pinned == co.n - 1
     assert np.abs(M @ out - rb).max() <= 1e-9 * np.abs(rb).max()
+
+
+def test_dense_lu_follows_lapack_row_interchanges():
+    """A matrix that needs pivoting (small diagonal): the dense factors and their row
+    permutation, solved by ``lu_solve``, give numpy's answer."""
+    rng = np.random.default_rng(3)
+    n = 9
+    M = rng.standard_normal((n, n))
+    M[np.arange(n), np.arange(n)] = 1e-3  # every column pivots away from the diagonal
+    ip = np.arange(0, n * n + 1, n).astype(amg_module.IDX)
+    ix = np.tile(np.arange(n), n).astype(amg_module.IDX)
+    lev = amg_module.Level(ip, ix, M.ravel().copy(), np.arange(n) * (n + 1), n, n, None,
+                           self_reducer())
+    AMG._factor_dense(lev)
+    f = lev.lu
+    assert lev.pinned == -1 and not np.array_equal(f.perm_r, np.arange(n))
+    b = rng.standard_normal(n)
+    x = np.zeros(n)
+    amg_module.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, -1, b,
+                        x, f.y)
+    assert np.allclose(x, np.linalg.solve(M, b), rtol=1e-10, atol=1e-12)
