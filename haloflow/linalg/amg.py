@@ -36,22 +36,37 @@ the all-Neumann finite-volume Laplacian):
   1024^2 on 2 ranks 0.39 s against 0.31 s serially); ``aggregation="local"`` keeps the
   rank-local matching (11-15 iterations) for runs where that matters more.
 - Aggregates that span ranks cost two small point-to-point messages per level visit
-  (partial restrictions to the owner, the owner's coarse value back) and, per refresh, the
+  (partial restrictions to the owner, the owner's coarse value back; into the redundant
+  level only the first) and, per refresh, the
   partial Galerkin rows of the cells held elsewhere.  Coarse levels keep owned rows and
-  ghost columns and exchange through the same halo interface as the solver.  Once the
-  global coarse problem is small it is gathered onto rank 0, which coarsens it further
-  serially while it has more than ``COARSEST`` rows and solves the coarsest level with a
-  sparse LU, refactored at every refresh.  Everything below the gather runs on rank 0 alone
-  while the other ranks wait, so it bounds strong scaling (`haloflow predict` shows it):
-  at 256^2 the K-cycle below a 1024-row level cost 175 us per visit, 19 ms of a 0.33 s
-  step; a sparse LU of that level solves in 50 us and factorises in 1.6 ms, 7 ms per step
-  with the same iterations.  All-Neumann (singular) problems are handled there by pinning
-  one unknown.
+  ghost columns and exchange through the same halo interface as the solver.
+- *The coarse problem is solved redundantly.*  Once a level has fewer than ``GATHER_BELOW``
+  global rows, every rank receives all of it (structure once, coefficients at every refresh:
+  one allgather) and holds the same serial hierarchy below it, coarsened while it has more
+  than ``COARSEST`` rows and ended by a sparse LU (refactored at every refresh, solved by a
+  compiled kernel).  A visit is one allgather of the restricted right-hand side (rank by
+  rank: the level's global row order), the same solve on every rank, and each rank reads its
+  own and its ghost entries of the correction: no scatter, no rank waiting for another.
+  Before, the level was gathered on rank 0, which solved it while the others waited, with a
+  gather and a scatter per visit.  The redundant work does not shrink with more ranks (the
+  performance model's serial part), so it is kept small: 62^3 cavity on 1 rank, 10.7
+  pressure iterations per step either way, its share of a step 10.8 % with the gather below
+  4000 rows (K-cycle on 3993 rows, LU on 1092) and 0.6 % below 100 (LU on 46 rows; the time
+  of the Python calls, about 10 us per visit, most of it); the price is more distributed
+  levels, whose exchanges and reductions are priced by the model.
+- *Small levels get one plain cycle.*  Below ``KRYLOV_ABOVE`` global rows a level is not
+  solved by the K-cycle's two Krylov steps but by one cycle: without it the visits, and the
+  reductions, double at every level (62^3: 64 reductions per application against 33), for
+  the same iterations (62^3, 32^3: 10; 63^2, 255^2: 10).  Not much higher: with 1500, 63^2
+  took 18 iterations instead of 10.
 - Smoother: l1 hybrid Gauss-Seidel, rank-local (Jacobi across the cut, the l1 diagonal
   keeping it convergent), forward before and backward after the coarse correction.  On
   distributed levels the rows next to the cut are swept once more after an exchange
   (``RESWEEP``), which takes back most of what the Jacobi coupling across the cut costs:
   1024^2 on 2 ranks 11 -> 10 iterations, 64^3 11 -> 10, per-iteration time within noise.
+  Not on levels under ``RESWEEP_ABOVE`` rows, where its two exchanges per visit bought
+  nothing (256^2 and 40^3 on 3 ranks: 10 iterations with or without, 103 -> 71 and
+  110 -> 77 coarse exchanges per application).
 """
 
 from __future__ import annotations
@@ -68,14 +83,17 @@ from .matrix import IDX
 
 NULL_PHASE = NULL_TIMERS("")  # an untimed block
 
-GATHER_BELOW = 4000  # gather the coarse problem on rank 0 once it has fewer unknowns
-COARSEST = 1500  # solve directly (sparse LU) below this many unknowns
+GATHER_BELOW = 100  # every rank holds the whole coarse problem once it has fewer rows
+COARSEST = 100  # solve directly (sparse LU) below this many unknowns
 MIN_RATIO = 1.4  # stop coarsening if a level shrinks by less than this factor
 STRENGTH = 0.25  # pair only with couplings at least this fraction of the row's strongest
 TIE = 1e-6  # couplings within this relative difference are equally strong
 KAPPA = 4.5  # refuse tentative aggregates whose two-grid quality mu(G) exceeds this
 KCYCLE_T = 0.25  # K-cycle: skip the second Krylov step if the residual fell by this factor
+DENSE_LU = 400  # a coarsest level of at most this many rows gets a dense LU
+KRYLOV_ABOVE = 500  # K-cycle: levels with fewer global rows get one plain cycle per visit
 RESWEEP = 1  # distributed levels: sweep the rows next to the cut again with fresh ghosts
+RESWEEP_ABOVE = 2000  # ... on coarse levels of at least this many global rows (serial: counted)
 AGGREGATION = "global"  # "global": partition-independent aggregates; "local": per rank
 
 
@@ -414,6 +432,46 @@ def prolong_add(agg, e, n, x):
 
 
 @nb.njit(cache=True)
+def lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, pinned, b, x, y):
+    """x = A^-1 b from SuperLU's factors of the coarsest level, Pr A Pc = L U (L unit lower,
+    U upper, both CSC; ``ud`` U's diagonal); ``y`` scratch of n.  The pinned unknown of a
+    singular matrix (its row and column replaced by the identity) is set to zero."""
+    n = len(perm_r)
+    for i in range(n):
+        y[perm_r[i]] = b[i]
+    for j in range(n):
+        yj = y[j]
+        for k in range(lp[j], lp[j + 1]):
+            if li[k] > j:
+                y[li[k]] -= lx[k] * yj
+    for j in range(n - 1, -1, -1):
+        yj = y[j] / ud[j]
+        y[j] = yj
+        for k in range(up[j], up[j + 1]):
+            if ui[k] < j:
+                y[ui[k]] -= ux[k] * yj
+    for i in range(n):
+        x[i] = y[perm_c[i]]
+    if pinned >= 0:
+        x[pinned] = 0.0
+
+
+@nb.njit(cache=True)
+def _perm_of_swaps(piv, perm_r):
+    """LAPACK's row interchanges (row i swapped with piv[i], in turn) as ``lu_solve``'s
+    perm_r: the row of P A that row i of A becomes."""
+    n = len(piv)
+    rowof = np.arange(n)  # rowof[k]: the row of A now at position k
+    for i in range(n):
+        p = piv[i]
+        t = rowof[i]
+        rowof[i] = rowof[p]
+        rowof[p] = t
+    for k in range(n):
+        perm_r[rowof[k]] = k
+
+
+@nb.njit(cache=True)
 def _kdots1(c, v, b, n):
     """c.v, c.b, b.b, v.v, b.v for the first K-cycle step."""
     s = np.zeros(5)
@@ -526,6 +584,7 @@ class _Transfer:
 
     def __init__(self, comm, out_peers, out_idx, in_peers, in_idx):
         self.out_idx, self.in_idx = out_idx, in_idx
+        self.out_peers, self.in_peers = list(out_peers), list(in_peers)
         self.out_buf = [np.zeros(len(ix)) for ix in out_idx]
         self.in_buf = [np.zeros(len(ix)) for ix in in_idx]
         out = list(zip(out_peers, self.out_buf, strict=True))
@@ -633,16 +692,18 @@ class Level:
     def __init__(self, indptr, indices, data, diag_pos, n, ncols, ex, red):
         self.indptr, self.indices, self.data, self.diag_pos = indptr, indices, data, diag_pos
         self.n, self.ncols, self.ex, self.red = n, ncols, ex, red
-        self.next = None  # SimpleNamespace(agg, nc, ncols, slot, share, xfer, gather)
+        self.next = None  # SimpleNamespace(agg, nc, ncols, slot, share, xfer, redundant)
         self.rows = n  # global rows (set by the hierarchy for distributed levels)
         self.calls = 0  # halo exchanges made (or, serially, that a parallel run would make)
         self.key = None  # visiting order of the matching (serial order of the rows) if not 0..n
-        self.lu = None  # sparse LU factorisation on the coarsest level
+        self.lu = None  # coarsest level: LU factors as CSC arrays for lu_solve
+        self.dense = None  # coarsest level: the dense LU's fixed index arrays and work
         self.pinned = -1
         z = [np.zeros(max(ncols, 1)) for _ in range(8)]
         self.b, self.x, self.r, self.c, self.d, self.v, self.w, self.r2 = z
         self.dl1 = np.zeros(max(n, 1))
         self.cut = None  # rows with ghost columns, swept again after an exchange (RESWEEP)
+        self.krylov = True  # K-cycle: solved by two Krylov steps (else one plain cycle)
 
     def smoother_setup(self):
         l1_diagonal(self.indptr, self.indices, self.data, self.diag_pos, self.n, self.dl1)
@@ -671,17 +732,23 @@ class AMG:
     ``_serial_next``)."""
 
     def __init__(self, A, lmesh, red: Reducer, strategy: str = "packed", cycle: str = "K",
-                 timers=NULL_TIMERS, aggregation: str = AGGREGATION):
+                 timers=NULL_TIMERS, aggregation: str = AGGREGATION,
+                 gather_below: int | None = None):
         if aggregation not in ("global", "local"):
             raise ValueError(f"unknown AMG aggregation {aggregation!r} (global or local)")
         self.A = A
         self.lmesh = lmesh
         self.red = red
-        self.timers = timers  # "amg_gathered": the levels a parallel run solves on rank 0
-        self.first_gathered = None  # index of the first such level
+        self.timers = timers  # "amg_gathered": the levels every rank of a parallel run repeats
+        self.first_redundant = None  # index of the first such level
+        self.allgathers = 0  # visits to it: one allgather of its right-hand side each
+        self.refreshes = 0
         self.comm = red.comm  # handed to the transfer plans of the distributed levels
         self.cycle_kind = cycle
         self.aggregation = aggregation
+        # replicate below this many global rows: the network decides where that pays (a
+        # slow one makes a distributed level's exchanges dearer than the whole level's work)
+        self.gather_below = GATHER_BELOW if gather_below is None else int(gather_below)
         self._halo = lambda topo, c: halo.make(strategy, topo, c)
         self.levels: list[Level] = []
         self.root = red.rank == 0
@@ -704,18 +771,18 @@ class AMG:
             n_global = transfer.total(self.comm, lev.n) if distributed else lev.n
             lev.rows = n_global
             # the top level is always coarsened once, as a distributed one must be, so that
-            # small problems get the same hierarchy on any number of ranks
-            if not distributed and n_global <= COARSEST and len(self.levels) > 1:
+            # small problems get the same hierarchy on any number of ranks; levels a parallel
+            # run distributes are coarsened however small (GATHER_BELOW below COARSEST)
+            if not distributed and n_global <= COARSEST and self.first_redundant is not None:
                 break
             if distributed:  # a distributed level always hands over to a coarser one
                 plan = self._plan(lev)
-                nxt = self._distributed_next(lev, plan)
-                if plan.nc_global < GATHER_BELOW or plan.nc_global * MIN_RATIO > n_global:
-                    self.first_gathered = len(self.levels)
-                    nxt = self._gather(nxt)
-                    if nxt is None:  # not rank 0: the hierarchy goes on there
-                        self._finish(coarsest_here=False)
-                        return
+                last = (plan.nc_global < self.gather_below
+                        or plan.nc_global * MIN_RATIO > n_global)
+                nxt = self._distributed_next(lev, plan, halo=not last)
+                if last:  # every rank gets the whole coarse level from here on
+                    self.first_redundant = len(self.levels)
+                    nxt = self._replicate(nxt)
             else:
                 agg, nc = _aggregate(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.n,
                                      lev.key)
@@ -731,13 +798,14 @@ class AMG:
         ip, ix, dp, slot = galerkin_pattern(lev.indptr, lev.indices, lev.n, agg, cagg, nc, nc)
         # a serial run counts the reductions a parallel run would make on this level
         serial_run = not self.red.parallel
-        would_distribute = serial_run and nc >= GATHER_BELOW
-        if serial_run and nc < GATHER_BELOW and self.first_gathered is None:
-            self.first_gathered = len(self.levels)
+        would_distribute = (serial_run and self.first_redundant is None
+                            and nc >= self.gather_below)
+        if serial_run and not would_distribute and self.first_redundant is None:
+            self.first_redundant = len(self.levels)
         nxt = Level(ip, ix, np.zeros(len(ix)), dp, nc, nc, None,
                     self_reducer(self.red.stats if would_distribute else None))
         lev.next = SimpleNamespace(agg=agg, nc=nc, ncols=nc, slot=slot, share=None, xfer=None,
-                                   gather=None)
+                                   redundant=None)
         galerkin_refresh(slot, lev.data, nxt.data)
         return nxt
 
@@ -793,10 +861,11 @@ class AMG:
         return SimpleNamespace(cgid=cgid, offsets=offsets, ckeys=my_keys,
                                nc_global=int(offsets[-1]))
 
-    def _distributed_next(self, lev, plan):
+    def _distributed_next(self, lev, plan, halo=True):
         """Coarse level of a distributed level from its plan: owned aggregates (rows), the
         ghost aggregates its rows couple to or that hold some of this rank's cells, the
-        partial Galerkin rows sent to the owners of the latter, and the halo pattern."""
+        partial Galerkin rows sent to the owners of the latter, and the halo pattern (not if
+        ``halo`` is false: a level about to be replicated never exchanges)."""
         comm, me = self.comm, self.red.rank
         n = lev.n
         offsets = plan.offsets
@@ -844,15 +913,16 @@ class AMG:
         nxt = Level(ip.astype(IDX), ix.astype(IDX), np.zeros(len(ix)),
                     _diagonal_positions(ip, ix, nc), nc, ncols,
                     None, self.red)
-        nxt.topo = _coarse_halo(comm, offsets, ghost)
-        nxt.ex = self._halo(nxt.topo, comm)
+        if halo:
+            nxt.topo = _coarse_halo(comm, offsets, ghost)
+            nxt.ex = self._halo(nxt.topo, comm)
         nxt.offset = off
         nxt.global_cols = np.concatenate([off + np.arange(nc), ghost]).astype(np.int64)
         nxt.key = plan.ckeys
         lev.next = SimpleNamespace(agg=col[:n], nc=nc, ncols=ncols, slot=slot[:nnz],
                                    share=share,
                                    xfer=_transfers(comm, offsets, members_elsewhere, local_col),
-                                   gather=None)
+                                   redundant=None)
         self._galerkin(lev.next, lev.data, nxt.data)
         return nxt
 
@@ -862,62 +932,71 @@ class AMG:
         if nx.share is not None:
             nx.share.refresh(fine, coarse)
 
-    def _gather(self, dist):
-        """Move a distributed level onto rank 0 as a serial level (rows in global order)."""
-        red = self.red
-        prev = self.levels[-1]
+    def _replicate(self, dist):
+        """The whole of a distributed level on every rank, as one serial level with rows in
+        global order (rank by rank), and the plans that keep it up to date: its coefficients
+        at each refresh and its right-hand side at each visit, one allgather each."""
+        comm = self.comm
         cols = dist.global_cols[dist.indices.astype(np.int64)]
         rows = np.repeat(np.arange(dist.n), np.diff(dist.indptr).astype(np.int64))
         perm = np.lexsort((cols, rows))  # each row's entries by global column
-        counts = red.gather(len(cols), root=0)
-        nrows = red.gather(dist.n, root=0)
-        row_counts = np.diff(dist.indptr).astype(np.int64)
-        all_cols = red.gather(cols[perm], root=0)
-        all_rc = red.gather(row_counts, root=0)
-        all_keys = red.gather(dist.key, root=0)
-        # coefficients (per refresh) and the coarse right-hand side and solution (per visit)
-        gather = SimpleNamespace(perm=perm, buf=np.zeros(len(cols)), local=dist,
-                                 entries=transfer.RootPieces(self.comm, counts),
-                                 rows=transfer.RootPieces(self.comm, nrows),
-                                 rc=np.zeros(max(dist.ncols, 1)))
-        prev.next.gather = gather
-        if not self.root:
-            self._gather_data(gather, None)
-            return None
-        gcols = np.concatenate(all_cols)
-        rc = np.concatenate(all_rc)
-        n = int(sum(nrows))
+        nnz = np.asarray(transfer.allgather(comm, len(cols)), dtype=np.int64)
+        nrows = np.asarray(transfer.allgather(comm, dist.n), dtype=np.int64)
+        gcols = transfer.allgatherv(comm, cols[perm], nnz)
+        rc = transfer.allgatherv(comm, np.diff(dist.indptr).astype(np.int64), nrows)
+        keyed = all(transfer.allgather(comm, dist.key is not None))
+        n = int(nrows.sum())
         ip = np.concatenate([[0], np.cumsum(rc)]).astype(IDX)
-        grows = np.repeat(np.arange(n), rc)
-        dp = np.flatnonzero(gcols == grows).astype(np.int64)
+        dp = np.flatnonzero(gcols == np.repeat(np.arange(n), rc)).astype(np.int64)
         lev = Level(ip, gcols.astype(IDX), np.zeros(len(gcols)), dp, n, n, None,
                     self_reducer())
-        if all(k is not None for k in all_keys):  # go on coarsening in the serial order
-            lev.key = np.concatenate(all_keys)
-        self._gather_data(gather, lev)
+        if keyed:  # go on coarsening in the serial order
+            lev.key = transfer.allgatherv(comm, np.asarray(dist.key, np.int64), nrows)
+        offset = int(np.sum(nrows[: self.red.rank]))
+        self.levels[-1].next.redundant = SimpleNamespace(
+            rhs=transfer.AllPieces(comm, nrows), offset=offset, n=dist.n,
+            cols=dist.global_cols.astype(np.int64), rc=np.zeros(max(dist.ncols, 1)),
+            coefs=transfer.AllPieces(comm, nnz), local=dist, perm=perm,
+            buf=np.zeros(len(cols)))
+        self._replicate_data(self.levels[-1].next.redundant, lev)
         return lev
 
-    def _gather_data(self, g, target):
-        np.take(g.local.data, g.perm, out=g.buf)
-        g.entries.gather(g.buf, target.data if target is not None else None)
+    @staticmethod
+    def _replicate_data(rd, target):
+        """This rank's rows of the replicated level (refreshed in ``rd.local``) to all."""
+        np.take(rd.local.data, rd.perm, out=rd.buf)
+        rd.coefs.allgather(rd.buf, target.data)
 
-    def _finish(self, coarsest_here=True):
-        """Smoother diagonals on every level held here; factorise the coarsest if held here."""
-        fg = self.first_gathered if self.first_gathered is not None else len(self.levels)
-        for i, lev in enumerate(self.levels):
+    def _finish(self):
+        """Smoother diagonals on every level; the coarsest level's factorisation.  The work on
+        the redundant levels is timed as "amg_gathered": every rank repeats it."""
+        fr = self._redundant_from()
+        for lev in self.levels:
+            lev.krylov = lev.rows >= KRYLOV_ABOVE
+        for i, lev in enumerate(self.levels[:fr]):
             lev.smoother_setup()
-            if RESWEEP and i < fg and lev.cut is None:  # (serial runs: none, but counted)
+            if RESWEEP and lev.cut is None and (i == 0 or lev.rows >= RESWEEP_ABOVE):
                 rows = np.repeat(np.arange(lev.n), np.diff(lev.indptr).astype(np.int64))
                 lev.cut = np.unique(rows[lev.indices >= lev.n]).astype(IDX)
-        if coarsest_here:  # rank 0's work alone when the coarsest level is a gathered one
-            with self.timers("amg_gathered") if len(self.levels) > fg else NULL_PHASE:
-                self._factor_coarsest()
+        with self.timers("amg_gathered") if fr < len(self.levels) else NULL_PHASE:
+            for lev in self.levels[fr:]:
+                lev.smoother_setup()
+            self._factor_coarsest()
+
+    def _redundant_from(self):
+        """Index of the first level every rank holds whole (len(levels) if none)."""
+        return len(self.levels) if self.first_redundant is None else self.first_redundant
 
     def _factor_coarsest(self):
-        """Sparse LU of the coarsest level (refactored at every refresh: about 1.6 ms for
-        1000 rows in 2D, and each solve 50 us, where the K-cycle below that level cost
-        175 us per visit); a singular (all-Neumann) matrix gets its last unknown pinned."""
+        """LU of the coarsest level, refactored at every refresh, as arrays for ``lu_solve``;
+        a singular (all-Neumann) matrix gets its last unknown pinned.  Up to ``DENSE_LU``
+        rows a dense LU (LAPACK): 46 rows in 3D, 40 us against 370 us for the sparse path,
+        whose set-up is mostly Python; above, sparse (1000 rows in 2D: 1.6 ms to factorise,
+        50 us to solve, where a K-cycle below that level cost 175 us per visit)."""
         lev = self.levels[-1]
+        if lev.n <= DENSE_LU:
+            self._factor_dense(lev)
+            return
         n = lev.n
         rows = np.repeat(np.arange(n), np.diff(lev.indptr).astype(np.int64))
         cols = lev.indices.astype(np.int64)
@@ -936,16 +1015,62 @@ class AMG:
         import scipy.sparse.linalg as spla
 
         A = sp.csc_matrix((data, (rows, cols)), shape=(n, n))
-        lev.lu = spla.splu(A, permc_spec="COLAMD")
+        f = spla.splu(A, permc_spec="COLAMD")
+        L, U = f.L.tocsc(), f.U.tocsc()
+        lev.lu = SimpleNamespace(
+            perm_r=f.perm_r.astype(np.int64), perm_c=f.perm_c.astype(np.int64),
+            lp=L.indptr.astype(np.int64), li=L.indices.astype(IDX), lx=L.data,
+            up=U.indptr.astype(np.int64), ui=U.indices.astype(IDX), ux=U.data,
+            ud=U.diagonal(), y=np.zeros(n))
+
+    @staticmethod
+    def _factor_dense(lev):
+        n = lev.n
+        if lev.dense is None:  # the fixed pattern, once
+            rows = np.repeat(np.arange(n), np.diff(lev.indptr).astype(np.int64))
+            lc, lr = np.triu_indices(n)  # L by columns: rows j..n-1 of column j
+            uc, ur = np.tril_indices(n)  # U by columns: rows 0..j of column j
+            lev.dense = SimpleNamespace(
+                rows=rows, cols=lev.indices.astype(np.int64), m=np.zeros((n, n)),
+                lr=lr, lc=lc, ur=ur, uc=uc,
+                lu=SimpleNamespace(
+                    perm_r=np.zeros(n, dtype=np.int64), perm_c=np.arange(n, dtype=np.int64),
+                    lp=np.concatenate([[0], np.cumsum(n - np.arange(n))]).astype(np.int64),
+                    li=lr.astype(IDX), lx=np.zeros(len(lr)),
+                    up=np.concatenate([[0], np.cumsum(np.arange(1, n + 1))]).astype(np.int64),
+                    ui=ur.astype(IDX), ux=np.zeros(len(ur)), ud=np.zeros(n), y=np.zeros(n)))
+        d = lev.dense
+        m = d.m
+        m[:] = 0.0
+        m[d.rows, d.cols] = lev.data
+        lev.pinned = -1
+        if np.abs(m.sum(axis=1)).max() <= 1e-10 * np.abs(np.diagonal(m)).max():
+            lev.pinned = n - 1
+            m[n - 1, :] = 0.0
+            m[:, n - 1] = 0.0
+            m[n - 1, n - 1] = 1.0
+        from scipy.linalg import lu_factor  # here only: runs without AMG never load it
+
+        lu, piv = lu_factor(m, overwrite_a=True, check_finite=False)
+        f = d.lu
+        _perm_of_swaps(piv, f.perm_r)
+        np.take(lu.ravel(), d.lr * n + d.lc, out=f.lx)  # (diagonal entries unused: unit L)
+        np.take(lu.ravel(), d.ur * n + d.uc, out=f.ux)
+        f.ud[:] = np.diagonal(lu)
+        lev.lu = f
 
     def profile(self) -> dict:
         """Levels, their global rows and exchanges, for profile.json (the performance model
         prices the exchanges of distributed levels; serial runs count those they would
-        make).  Complete on rank 0, which holds the gathered levels."""
-        fg = self.first_gathered if self.first_gathered is not None else len(self.levels)
-        return {"levels": [{"index": i, "rows": int(lev.rows), "distributed": i < fg,
+        make), the rows and entries of the redundant level with its allgathers (one per
+        visit) and refreshes (one allgather of its entries each).  The same on every rank."""
+        fr = self._redundant_from()
+        rd = self.levels[fr] if fr < len(self.levels) else None
+        return {"levels": [{"index": i, "rows": int(lev.rows), "distributed": i < fr,
                             "exchanges": int(lev.calls)} for i, lev in enumerate(self.levels)],
-                "gathered_rows": int(self.levels[fg].rows) if fg < len(self.levels) else 0}
+                "gathered_rows": int(rd.rows) if rd is not None else 0,
+                "gathered_nnz": int(len(rd.indices)) if rd is not None else 0,
+                "allgathers": int(self.allgathers), "refreshes": int(self.refreshes)}
 
     def coarse_exchangers(self):
         """The halo exchangers of the distributed coarse levels (their counters count too)."""
@@ -953,20 +1078,24 @@ class AMG:
 
     # -- refresh ------------------------------------------------------------------------------
     def refresh(self):
-        """New fine coefficients, same pattern: recompute coarse ones, refactor the coarsest."""
+        """New fine coefficients, same pattern: recompute coarse ones (the redundant level's
+        by one allgather of its entries), refactor the coarsest."""
         levels = self.levels
-        for i, lev in enumerate(levels):
+        fr = self._redundant_from()
+        self.refreshes += 1
+        for i, lev in enumerate(levels[:fr]):
             nx = lev.next
             if nx is None:
                 break
-            if nx.gather is None:
+            if nx.redundant is None:
                 self._galerkin(nx, lev.data, levels[i + 1].data)
-                continue
-            self._galerkin(nx, lev.data, nx.gather.local.data)
-            self._gather_data(nx.gather, levels[i + 1] if self.root else None)
-            if not self.root:
-                break
-        self._finish(coarsest_here=self.root)
+            else:
+                self._galerkin(nx, lev.data, nx.redundant.local.data)
+                self._replicate_data(nx.redundant, levels[i + 1])
+        with self.timers("amg_gathered") if fr < len(levels) else NULL_PHASE:
+            for lev, nxt in zip(levels[fr:-1], levels[fr + 1:], strict=True):
+                self._galerkin(lev.next, lev.data, nxt.data)
+        self._finish()
 
     # -- cycles -------------------------------------------------------------------------------
     def apply(self, r, z):
@@ -1004,33 +1133,33 @@ class AMG:
         return info
 
     def _coarse(self, i, lev):
-        """Solve for the next level's correction; returns it as a local owned-coarse array."""
+        """Solve for the next level's correction; returns it as a local coarse array (owned
+        and ghost entries).  Into the redundant level: one allgather of the restricted
+        right-hand side, the same solve on every rank, each rank reads its own entries."""
         nx = lev.next
-        g = nx.gather
-        if g is None:
-            nxt = self.levels[i + 1]
-            if i + 1 == self.first_gathered:  # serial run: time what rank 0 would do alone
-                with self.timers("amg_gathered"):
-                    self._solve(i + 1, nxt.b, nxt.x)
-            else:
-                self._solve(i + 1, nxt.b, nxt.x)
+        nxt = self.levels[i + 1]
+        if i + 1 != self.first_redundant:
+            self._solve(i + 1, nxt.b, nxt.x)
             return nxt.x
-        nxt = self.levels[i + 1] if self.root else None
+        self.allgathers += 1  # (serial runs: counted, as a parallel run would make it)
+        rd = nx.redundant
+        if rd is not None:
+            rd.rhs.allgather(rd.rc[: rd.n], nxt.b)
         with self.timers("amg_gathered"):
-            g.rows.gather(g.rc[: nx.nc], nxt.b if self.root else None)
-            if self.root:
-                self._solve(i + 1, nxt.b, nxt.x)
-            g.rows.scatter(nxt.x if self.root else None, g.rc[: nx.nc])
-        return g.rc
+            self._solve(i + 1, nxt.b, nxt.x)
+        if rd is None:
+            return nxt.x
+        np.take(nxt.x, rd.cols, out=rd.rc[: len(rd.cols)])
+        return rd.rc
 
     def _solve(self, i, b, x):
         """Approximate A_i x = b: direct on the coarsest level, else a K- or V-cycle."""
         lev = self.levels[i]
         if lev.lu is not None and lev.next is None:
-            x[: lev.n] = lev.lu.solve(b[: lev.n])
-            if lev.pinned >= 0:
-                x[lev.pinned] = 0.0
-        elif self.cycle_kind == "K":
+            f = lev.lu
+            lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, lev.pinned,
+                     b, x, f.y)
+        elif self.cycle_kind == "K" and lev.krylov:
             self._kcycle(i, b, x)
         else:
             self._cycle(i, b, x)
@@ -1047,12 +1176,12 @@ class AMG:
             lev.exchange(x)
         residual(lev.indptr, lev.indices, lev.data, x, b, lev.r)
         nx = lev.next
-        rc = self.levels[i + 1].b if nx.gather is None else nx.gather.rc
+        rc = self.levels[i + 1].b if nx.redundant is None else nx.redundant.rc
         restrict(nx.agg, lev.r, n, rc, nx.ncols)
         if nx.xfer is not None:  # partial sums of aggregates spanning ranks to their owners
             nx.xfer.accumulate(rc)
         e = self._coarse(i, lev)
-        if nx.xfer is not None:
+        if nx.xfer is not None and nx.redundant is None:  # (replicated: all values at hand)
             nx.xfer.distribute(e)
         prolong_add(nx.agg, e, n, x)
         lev.exchange(x)

@@ -7,7 +7,8 @@ small halo exchange takes a few microseconds and a shared-memory ping-pong 0.3 Â
 library mpi4py already loaded, so no package is added (numba-mpi would be, and it is GPL-3).
 Kernels receive the addresses as plain integers (in arguments or a control array) and call
 them through the intrinsics below, so they stay in numba's on-disk cache across processes.
-Used by the ``aggregated`` halo strategy (MPI_Startall/MPI_Waitall and the clock) and by
+Used by the ``aggregated`` halo strategy (MPI_Startall/MPI_Waitall and the clock), the
+compiled AMG solve (those, MPI_Allreduce and MPI_Allgatherv) and by
 ``haloflow netpipe``'s timed loops.  ``addresses()`` is None where the library or a function
 cannot be found (or ``HALOFLOW_NO_CMPI`` is set); callers then use mpi4py.
 
@@ -36,7 +37,7 @@ FUNCTIONS = {  # name in addresses() -> C function
     "startall": "MPI_Startall", "waitall": "MPI_Waitall",
     "send": "MPI_Send", "recv": "MPI_Recv", "isend": "MPI_Isend", "irecv": "MPI_Irecv",
     "put": "MPI_Put", "get": "MPI_Get", "fence": "MPI_Win_fence", "lock": "MPI_Win_lock",
-    "unlock": "MPI_Win_unlock",
+    "unlock": "MPI_Win_unlock", "allreduce": "MPI_Allreduce", "allgatherv": "MPI_Allgatherv",
 }
 
 
@@ -147,3 +148,6 @@ call_msg_out = c_function("pihiihp")  # MPI_Recv(..., status), MPI_Isend/Irecv(.
 call_rma = c_function("pihiaihh")  # MPI_Put/Get(buf, n, type, peer, disp, n, type, win)
 call_win = c_function("ih")  # MPI_Win_fence(assert, win), MPI_Win_unlock(peer, win)
 call_lock = c_function("iiih")  # MPI_Win_lock(kind, peer, assert, win)
+call_allreduce = c_function("ppihhh")  # MPI_Allreduce(send, recv, n, type, op, comm)
+# MPI_Allgatherv(send, n, type, recv, counts, displs, type, comm)
+call_allgatherv = c_function("pihppphh")

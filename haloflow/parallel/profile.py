@@ -59,12 +59,15 @@ def since(record: dict, earlier: dict) -> dict:
 
 
 def amg_since(info: dict | None, earlier: dict | None) -> dict | None:
-    """AMG level exchanges made since ``earlier`` (same hierarchy)."""
+    """AMG level exchanges, redundant-level allgathers and refreshes made since ``earlier``
+    (same hierarchy)."""
     if not info or not earlier or len(info["levels"]) != len(earlier["levels"]):
         return info
     levels = [{**lv, "exchanges": lv["exchanges"] - e["exchanges"]}
               for lv, e in zip(info["levels"], earlier["levels"], strict=True)]
-    return {**info, "levels": levels}
+    counts = {k: info[k] - earlier[k] for k in ("allgathers", "refreshes")
+              if k in info and k in earlier}
+    return {**info, "levels": levels, **counts}
 
 
 def mpi_call_seconds(repeat: int = 2000) -> float:

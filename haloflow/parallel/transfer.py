@@ -4,7 +4,7 @@ levels), and the one-time set-up collectives that build them.
 
 Why plans: an AMG cycle moves the same small messages between the same ranks at every level
 visit, so the requests are persistent (created once, started and waited on per visit) and
-the gathers to the root know their counts.  Why the set-up collectives live here and not in
+the gathers know their counts.  Why the set-up collectives live here and not in
 :class:`.reduce.Reducer`: they run once, before the time loop, and are left out of the
 allreduce counters, which count what a step costs.
 """
@@ -12,6 +12,7 @@ allreduce counters, which count what a step costs.
 from __future__ import annotations
 
 import weakref
+from time import perf_counter
 
 import numpy as np
 from mpi4py import MPI
@@ -59,6 +60,35 @@ class RootPieces:
         self.comm.Scatterv(source, piece, root=self.root)
 
 
+class AllPieces:
+    """One piece per rank, of a length fixed at set-up, concatenated in rank order on every
+    rank (one ``MPI_Allgatherv``): the AMG's redundant coarse level, where every rank solves
+    the same small problem instead of waiting for rank 0.  ``counts``: every rank's piece
+    length; ``displs``: where each piece starts in the whole.  ``calls``, ``seconds`` and
+    ``bytes`` (received per rank) count what the performance model prices; one rank counts
+    the calls a parallel run would make and never calls MPI."""
+
+    def __init__(self, comm, counts):
+        self.comm = comm
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.displs = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
+        self.total = int(self.counts.sum())
+        self.parallel = comm.size > 1
+        self._spec = (self.counts.tolist(), self.displs.tolist())
+        self.calls, self.seconds, self.bytes = 0, 0.0, 0
+
+    def allgather(self, piece: np.ndarray, whole: np.ndarray) -> None:
+        """``whole[:total]`` = every rank's ``piece`` (float64), in rank order."""
+        self.calls += 1
+        self.bytes += 8 * (self.total - len(piece))
+        if not self.parallel:
+            whole[: self.total] = piece
+            return
+        t0 = perf_counter()
+        self.comm.Allgatherv(piece, [whole, self._spec, MPI.DOUBLE])
+        self.seconds += perf_counter() - t0
+
+
 # -- set-up collectives (not counted) ----------------------------------------------------------
 
 def total(comm, n: int) -> int:
@@ -74,6 +104,15 @@ def allgather(comm, obj) -> list:
 def alltoall(comm, outbox: list) -> list:
     """``outbox[q]`` goes to rank q; returns what every rank sent here, in rank order."""
     return comm.alltoall(outbox)
+
+
+def allgatherv(comm, a: np.ndarray, counts) -> np.ndarray:
+    """``a`` of every rank concatenated in rank order on every rank; ``counts``: their
+    lengths."""
+    a = np.ascontiguousarray(a)
+    out = np.empty(int(np.sum(counts)), dtype=a.dtype)
+    comm.Allgatherv(a, [out, list(counts)])
+    return out
 
 
 def gatherv(comm, a: np.ndarray, counts, root: int = 0) -> np.ndarray | None:

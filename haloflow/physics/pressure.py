@@ -18,6 +18,7 @@ import numba as nb
 import numpy as np
 
 from ..linalg.amg import AMG
+from ..linalg.kcycle import compiled_solver
 from ..linalg.krylov import SolveInfo
 from ..linalg.lowsync import CG1_VECTORS, PIPECG_VECTORS
 from ..linalg.matrix import DistMatrix
@@ -236,6 +237,7 @@ class Pressure:
         self.sf = lm.geometry.face_areas
         self.P = DistMatrix(pattern, exchanger, timers)
         self.amg = None  # built from the first matrix
+        self.compiled = None  # the whole AMG solve as one numba call, where available
         self.phiH = np.zeros(nf)
         self.g = np.zeros(nf)
         self.phiH0 = np.zeros(nf) if nonorth else None
@@ -332,9 +334,13 @@ class Pressure:
             if self.precond == "amg":
                 if self.amg is None:  # aggregates from the first matrix, then refreshed
                     self.amg = AMG(self.P, lm, self.red, strategy=self.halo, timers=T)
+                    self.compiled = compiled_solver(self.amg, self.krylov)
                 elif first:
-                    self.amg.refresh()
-                info = self.krylov(*args, self.amg.apply, rel_tol)
+                    (self.compiled or self.amg).refresh()
+                if self.compiled is not None:
+                    info = self.compiled.solve(*args[1:5], self.ws, rel_tol)
+                else:
+                    info = self.krylov(*args, self.amg.apply, rel_tol)
             else:
                 info = self.krylov(*args, rel_tol=rel_tol)
             if self.singular:  # pin the free constant: zero mean pressure

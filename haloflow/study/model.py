@@ -1,17 +1,18 @@
 """Performance model (DESIGN.md section 6): time per step on P ranks from one run's profile.
 
 One run's ``profile.json`` (usually on one rank) tells how much work a step is and how it
-communicates: compute seconds, the seconds of the AMG levels that parallel runs solve on one
-rank, field exchanges per step on the mesh and on each distributed AMG level, allreduces per
+communicates: compute seconds, the seconds of the AMG levels that every rank of a parallel run
+solves whole (the redundant coarse solve), field exchanges per step on the mesh and on each distributed AMG level, allreduces per
 step and the cost of one MPI call from haloflow's Python layer.  For P ranks the model adds
 
     compute    (work - fixed) x (largest rank's cells / all cells) + fixed, where fixed is
-               the AMG levels solved on rank 0 plus the cost of the kernel calls themselves
+               the AMG levels every rank solves whole plus the cost of the kernel calls
     halo       per exchange, the busiest rank's messages sent one after another, each priced
                by the network curve of its link (shared memory within a node)
     reductions per allreduce, ceil(log2) stages within the node and across nodes, each one
                small message, plus the Python/MPI call overhead
-    gathers    the coarse AMG problem gathered to and scattered from rank 0
+    gathers    the allgathers that give every rank the coarse AMG problem: its right-hand
+               side at every visit, its coefficients at every refresh
 
 and reports time per step, speedup and efficiency against its own 1-rank figure.  Networks
 are curves (seconds of a one-way transfer vs message size): NetPIPE ``.out`` files, or the
@@ -37,7 +38,6 @@ PRESETS = {
 }
 CALLS_PER_OP = 2  # compiled kernel calls per exchange or allreduce in the Krylov loops
 REDUCE_BYTES = 24  # a fused allreduce carries a handful of doubles
-GATHER_BELOW = 4000  # haloflow.linalg.amg.GATHER_BELOW: coarser AMG levels live on rank 0
 
 
 class ModelError(ValueError):
@@ -201,15 +201,17 @@ class Workload:
     cells: int
     dims: int
     compute_s: float  # seconds of computation per step on one rank
-    serial_s: float  # of which the AMG levels solved on rank 0 in parallel runs
+    serial_s: float  # of which the AMG levels every rank solves whole (redundantly)
     exchanges: float  # halo exchange calls per step on the mesh
     fields_per_exchange: float
     levels: list  # distributed AMG levels: (rows, exchange calls per step)
     allreduces: float
-    gathers: float  # coarse problems gathered to rank 0 per step (each a gather + scatter)
-    gathered_rows: int
+    gathers: float  # allgathers of the redundant level's right-hand side per step
+    gathered_rows: int  # its rows
     mpi_call_s: float
     floor_s: float = 0.0  # per-step cost of kernel calls themselves, whatever their size
+    refreshes: float = 0.0  # allgathers of the redundant level's coefficients per step
+    gathered_nnz: int = 0  # its entries
     threads: int = 1
     measured: dict = field(default_factory=dict)  # the profile's own ranks and s/step
 
@@ -235,15 +237,17 @@ class Workload:
             fields = halo["fields"]["mean"] - (coarse_calls if ranks > 1 else 0.0)
             return cls(
                 cells=int(prof["mesh"]["cells"]), dims=int(prof["mesh"]["dims"]),
-                # the work of all ranks on one: the gathered levels ran on rank 0 only
+                # the work of all ranks on one: every rank repeated the redundant levels
                 compute_s=max(comp - serial, 0.0) * ranks + serial,
                 serial_s=serial,
                 exchanges=calls / steps,
                 fields_per_exchange=fields / calls if calls else 1.0,
                 levels=levels,
                 allreduces=prof["per_step"]["allreduces"],
-                gathers=max(gathered["calls"]) / steps,
+                gathers=amg.get("allgathers", max(gathered["calls"])) / steps,
                 gathered_rows=int(amg.get("gathered_rows", 0)),
+                refreshes=amg.get("refreshes", 0) / steps,
+                gathered_nnz=int(amg.get("gathered_nnz", 0)),
                 mpi_call_s=float(prof["machine"]["mpi_call_s"]),
                 floor_s=CALLS_PER_OP * float(prof["machine"]["kernel_call_s"]) * (
                     prof["per_step"]["halo_exchanges"] + prof["per_step"]["allreduces"]
@@ -280,6 +284,20 @@ def _stages(n: int) -> int:
     return math.ceil(math.log2(n)) if n > 1 else 0
 
 
+def allgather_s(nbytes: float, P: int, nodes: int, per_node: int, net: Curve, shm: Curve,
+                mpi_call_s: float) -> float:
+    """One allgather of ``nbytes`` in all (each rank's piece ``nbytes / P``) on ``P`` ranks:
+    recursive doubling, one latency per stage (within the node on shared memory, across nodes
+    on the network), plus every rank receiving the others' ``nbytes (P - 1) / P`` at the
+    slowest link's bandwidth, plus one call through the Python layer."""
+    if P <= 1:
+        return 0.0
+    link = net if nodes > 1 else shm
+    received = nbytes * (P - 1) / P
+    return (shm.latency * _stages(min(P, per_node)) + net.latency * _stages(nodes) + mpi_call_s
+            + float(link.time(received)) - link.latency)
+
+
 def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node: int) -> Prediction:
     """Time per step of workload ``w`` on the ranks of ``halo``; ranks fill nodes of
     ``cores_per_node`` cores in order (rank r on node r // cores_per_node)."""
@@ -306,9 +324,10 @@ def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node: int
     one = float(shm.time(REDUCE_BYTES)) * _stages(min(P, per_node)) + \
         float(net.time(REDUCE_BYTES)) * _stages(nodes)
     reduce_s = w.allreduces * (one + w.mpi_call_s)
-    link = net if nodes > 1 else shm
-    gather_s = w.gathers * 2 * (_stages(P) * link.latency + w.mpi_call_s
-                                + float(link.time(8 * w.gathered_rows)) - link.latency)
+    gather_s = w.gathers * allgather_s(8 * w.gathered_rows, P, nodes, per_node, net, shm,
+                                       w.mpi_call_s) \
+        + w.refreshes * allgather_s(8 * w.gathered_nnz, P, nodes, per_node, net, shm,
+                                    w.mpi_call_s)
     return Prediction(net.name, P, nodes, w.cells / P, compute, halo_s, reduce_s, gather_s)
 
 

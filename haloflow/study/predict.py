@@ -286,7 +286,8 @@ def _write(outdir: Path, summaries, w, prof, cores, compare, hs) -> None:
     doc = {"cores_per_node": cores, "workload": {
         k: getattr(w, k) for k in ("cells", "dims", "compute_s", "serial_s", "exchanges",
                                    "fields_per_exchange", "levels", "allreduces", "gathers",
-                                   "gathered_rows", "mpi_call_s", "threads", "measured")},
+                                   "gathered_rows", "refreshes", "gathered_nnz", "mpi_call_s",
+                                   "threads", "measured")},
         "exact_partitions": all(h.exact for h in hs.values()), "networks": summaries}
     (outdir / "predict.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
     title = prof.get("case", {}).get("name", "case") + f", {w.cells} cells"

@@ -2,7 +2,7 @@
 
 For a Dirichlet and an all-Neumann finite-volume Laplacian on a 2D and a 3D box, each rank
 solves its part with the distributed AMG (coarse levels exchanged through the halo interface,
-gathered onto rank 0 when small); rank 0 compares the gathered answer with the serial AMG
+replicated on every rank when small); rank 0 compares the gathered answer with the serial AMG
 solve of the whole problem on COMM_SELF and with a direct solve, and checks that the
 hierarchy has the serial run's level sizes (aggregates do not depend on the partition).
 
@@ -89,3 +89,54 @@ def test_metis_partitions_keep_serial_iterations(nranks):
         _, info_s, _, _, _ = _solve(_serial(mesh), MPI.COMM_SELF, dirichlet=False, tol=1e-6)
         assert info.converged, cells
         assert info.iters <= math.ceil(1.2 * info_s.iters) + 1, (cells, info.iters, info_s.iters)
+
+
+@pytest.mark.parallel(ranks=[2, 3, 4], timeout=240)
+def test_redundant_coarse_solve_is_the_same_on_every_rank(nranks):
+    """Every rank holds the whole coarse level and solves it: the same right-hand side and
+    solution bit for bit on every rank, one allgather per visit (as many as a serial run
+    counts), the serial run's level sizes and answer, whether the replicated level is the
+    coarsest (default) or has serial levels below it (``gather_below`` 1000), and with
+    rank-local aggregation."""
+    comm = MPI.COMM_WORLD
+    assert comm.size == nranks
+    for cells in ((48, 40, 1), (14, 12, 10)):
+        mesh, lm = _split(cells, comm)
+        A = laplacian(lm, comm)
+        b = smooth_rhs(lm, Reducer(comm), zero_mean=True)
+        for kw in ({}, {"gather_below": 1000}, {"aggregation": "local"}):
+            what = f"{cells} {kw}"
+            amg = AMG(A, lm, Reducer(comm), **kw)
+            amg.refresh()
+            x = np.zeros(lm.n_cells)
+            info = K.fcg(A, b, x, 1e-8, 200, K.Reducer(comm),
+                         K.Workspace(lm.n_cells, lm.n_owned, 8), amg.apply)
+            fr = amg.first_redundant
+            red = amg.levels[fr]
+            assert red.ex is None and red.n == red.rows, what
+            for v in (red.b[: red.n], red.x[: red.n], red.data):
+                first = comm.bcast(v if comm.rank == 0 else None, root=0)
+                assert np.array_equal(v, first), what  # identical on every rank
+            rd = amg.levels[fr - 1].next.redundant
+            assert rd.rhs.calls == amg.allgathers > 0, what
+            assert list(rd.rhs.counts) == comm.allgather(rd.n), what
+            assert comm.allgather(amg.profile()) == [amg.profile()] * nranks, what
+            x[: lm.n_owned] -= comm.allreduce(x[: lm.n_owned].sum()) / lm.n_cells_global
+            (xg,) = gather_cells(lm, comm, x)
+            if comm.rank != 0:
+                continue
+            ls = _serial(mesh)
+            As = laplacian(ls, MPI.COMM_SELF)
+            bs = smooth_rhs(ls, Reducer(MPI.COMM_SELF), zero_mean=True)
+            amg_s = AMG(As, ls, Reducer(MPI.COMM_SELF), **kw)
+            amg_s.refresh()
+            xs = np.zeros(ls.n_cells)
+            info_s = K.fcg(As, bs, xs, 1e-8, 200, K.Reducer(MPI.COMM_SELF),
+                           K.Workspace(ls.n_cells, ls.n_owned, 8), amg_s.apply)
+            xs -= xs[: ls.n_owned].mean()
+            assert info.converged and np.abs(xg - xs[: ls.n_owned]).max() <= \
+                1e-6 * np.abs(xs).max(), what
+            if "aggregation" not in kw:  # partition-independent hierarchy
+                assert [lev.rows for lev in amg.levels] == [lev.n for lev in amg_s.levels], what
+                assert amg_s.first_redundant == fr, what
+                assert info.iters <= info_s.iters + 1, (what, info.iters, info_s.iters)

@@ -147,4 +147,7 @@ def test_serial_profile_counts_the_communication_of_a_parallel_run(haloflow_mpi,
         assert a["rows"] == pytest.approx(b["rows"], rel=0.05)
         assert a["exchanges"] == pytest.approx(b["exchanges"], rel=0.1)
     assert one["amg"]["gathered_rows"] == pytest.approx(two["amg"]["gathered_rows"], rel=0.1)
+    # the redundant coarse solve: one allgather per visit, counted by the serial run too
+    assert one["amg"]["allgathers"] == pytest.approx(two["amg"]["allgathers"], rel=0.1)
+    assert one["amg"]["allgathers"] > 0 and one["amg"]["refreshes"] > 0
     assert one["phases"]["amg_gathered"]["max"] > 0 and two["phases"]["amg_gathered"]["max"] > 0

@@ -170,3 +170,58 @@ def test_standalone_cycles_converge():
     ref = spla.spsolve(A.to_scipy().tocsc(), b)
     assert info.converged and info.iters <= 30, info
     assert np.abs(x[: lm.n_owned] - ref).max() <= 1e-6 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("dense_lu", [amg_module.DENSE_LU, 0])
+def test_gather_threshold_moves_work_never_the_hierarchy(dense_lu, monkeypatch):
+    """Where the hierarchy turns redundant changes what a parallel run distributes (the
+    reductions a serial run counts), never the levels, the iterations or the answer; the
+    coarsest level's compiled LU solve (dense or sparse factors) solves it."""
+    monkeypatch.setattr(amg_module, "DENSE_LU", dense_lu)  # 0: the sparse LU
+    lm, A = laplacian((24, 20, 18), dirichlet=False)
+    b = rhs(lm, zero_mean=True)
+    runs = []
+    for gb in (None, 1000, 10**9):
+        amg = AMG(A, lm, self_reducer(), gather_below=gb)
+        x = np.zeros(lm.n_cells)
+        info = K.fcg(A, b, x, 1e-8, 200, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
+                     amg.apply)
+        runs.append(([lev.n for lev in amg.levels], info.iters, x, amg.red.stats.calls,
+                     amg.first_redundant, amg))
+    (lv0, it0, x0, c0, f0, _), (lv1, it1, x1, c1, f1, _), (lv2, it2, x2, c2, f2, amg) = runs
+    assert lv0 == lv1 == lv2 and it0 == it1 == it2
+    assert np.array_equal(x0, x1) and np.array_equal(x0, x2)
+    assert f0 > f1 > f2 == 1 and c0 > c1 > c2 == 0  # fewer distributed levels, fewer counted
+    assert lv0[-1] <= amg_module.COARSEST < lv0[-2]
+    co = amg.levels[-1]
+    f = co.lu
+    rb = np.random.default_rng(1).standard_normal(co.n)
+    rb -= rb.mean()  # consistent with the all-Neumann (pinned) matrix
+    out = np.zeros(co.n)
+    amg_module.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud,
+                        co.pinned, rb, out, f.y)
+    import scipy.sparse as sp
+    M = sp.csr_matrix((co.data, co.indices, co.indptr), shape=(co.n, co.n)).toarray()
+    assert co.pinned == co.n - 1
+    assert np.abs(M @ out - rb).max() <= 1e-9 * np.abs(rb).max()
+
+
+def test_dense_lu_follows_lapack_row_interchanges():
+    """A matrix that needs pivoting (small diagonal): the dense factors and their row
+    permutation, solved by ``lu_solve``, give numpy's answer."""
+    rng = np.random.default_rng(3)
+    n = 9
+    M = rng.standard_normal((n, n))
+    M[np.arange(n), np.arange(n)] = 1e-3  # every column pivots away from the diagonal
+    ip = np.arange(0, n * n + 1, n).astype(amg_module.IDX)
+    ix = np.tile(np.arange(n), n).astype(amg_module.IDX)
+    lev = amg_module.Level(ip, ix, M.ravel().copy(), np.arange(n) * (n + 1), n, n, None,
+                           self_reducer())
+    AMG._factor_dense(lev)
+    f = lev.lu
+    assert lev.pinned == -1 and not np.array_equal(f.perm_r, np.arange(n))
+    b = rng.standard_normal(n)
+    x = np.zeros(n)
+    amg_module.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, -1, b,
+                        x, f.y)
+    assert np.allclose(x, np.linalg.solve(M, b), rtol=1e-10, atol=1e-12)

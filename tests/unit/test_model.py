@@ -17,8 +17,14 @@ from haloflow.study.predict import parse_ranks
 
 
 def synthetic_profile(cells=65536, dims=2, compute=0.3, serial=0.02, exchanges=500.0,
-                      allreduces=700.0, mpi_call_s=0.0, kernel_call_s=0.0, levels=()):
+                      allreduces=700.0, mpi_call_s=0.0, kernel_call_s=0.0, levels=(),
+                      redundant=None):
+    """``redundant``: (allgathers, refreshes, rows, entries) per step of the redundant coarse
+    level, as profile.json's ``amg`` section has them; None: an older profile without them."""
     steps = 10
+    extra = {} if redundant is None else {
+        "allgathers": redundant[0] * steps, "refreshes": redundant[1] * steps,
+        "gathered_rows": redundant[2], "gathered_nnz": redundant[3]}
     return {
         "schema": 2, "ranks": 1, "steps": steps, "s_per_step": compute,
         "compute_s": {"mean": compute * steps},
@@ -27,7 +33,7 @@ def synthetic_profile(cells=65536, dims=2, compute=0.3, serial=0.02, exchanges=5
         "per_step": {"allreduces": allreduces, "halo_exchanges": exchanges},
         "amg": {"gathered_rows": 1000, "levels": [
             {"index": i + 1, "rows": r, "distributed": True, "exchanges": c * steps}
-            for i, (r, c) in enumerate(levels)]},
+            for i, (r, c) in enumerate(levels)], **extra},
         "mesh": {"cells": cells, "dims": dims},
         "machine": {"mpi_call_s": mpi_call_s, "kernel_call_s": kernel_call_s},
         "case": {"name": "synthetic", "threads": 1},
@@ -117,6 +123,37 @@ def test_serial_work_bounds_the_speedup():
     net = M.Curve.hockney("free", 0.0, 1e30)
     s = M.summary(M.sweep(w, grid_halos(w, RANKS), net, net, 1024))
     assert max(r["speedup"] for r in s["rows"]) < 10.0  # Amdahl: 1 / 0.1
+
+
+def test_redundant_coarse_solve_costs_one_allgather_per_visit():
+    """Every rank solves the coarse level whole: its time stays at every rank count, and each
+    visit costs one allgather of its right-hand side (ceil(log2 P) latencies plus the
+    (P - 1) / P of its bytes every rank receives), each refresh one of its entries."""
+    G, F, n, nnz = 90.0, 2.0, 300, 4000
+    w = M.Workload.from_profile(synthetic_profile(serial=0.01, redundant=(G, F, n, nnz)))
+    assert (w.gathers, w.refreshes, w.gathered_rows, w.gathered_nnz) == (G, F, n, nnz)
+    lat, bw = 10e-6, 1e9
+    net = M.Curve.hockney("n", lat, bw)
+    for p in (1, 2, 3, 8, 64):
+        pr = M.predict(w, M.halo_of_grid(w.cells, p, w.dims), net, net, cores_per_node=1)
+        stages = 0 if p == 1 else int(np.ceil(np.log2(p)))
+        want = 0.0 if p == 1 else sum(
+            k * (stages * lat + 8 * m * (p - 1) / p / bw) for k, m in ((G, n), (F, nnz)))
+        assert pr.gather_s == pytest.approx(want, rel=1e-3, abs=1e-12), p
+        assert pr.compute_s >= w.serial_s  # the redundant solve never shrinks
+    # latency only: doubling it doubles the term; one node: shared-memory latency
+    free = M.Curve.hockney("f", lat, 1e30)
+    slow = M.Curve.hockney("s", 2 * lat, 1e30)
+    h = M.halo_of_grid(w.cells, 16, w.dims)
+    a, b = (M.predict(w, h, c, c, 1).gather_s for c in (free, slow))
+    assert b == pytest.approx(2 * a, rel=1e-6) and a == pytest.approx((G + F) * 4 * lat)
+    one_node = M.predict(w, h, slow, free, cores_per_node=16).gather_s
+    assert one_node == pytest.approx(a, rel=1e-6)
+
+
+def test_profiles_without_allgather_counts_use_the_phase_calls():
+    w = workload()
+    assert w.gathers == 8 and w.refreshes == 0  # the amg_gathered calls per step
 
 
 def test_curve_interpolates_and_extrapolates(tmp_path):

@@ -1,0 +1,977 @@
+"""The whole AMG-preconditioned pressure solve in one compiled call.
+
+Why: driven from Python (``krylov.fcg`` with ``AMG.apply``) every Krylov iteration and every
+K-cycle level visit is an interpreter round trip into small numba kernels, a counted
+``Reducer.sum`` and an exchanger call.  Here the hierarchy that :class:`.amg.AMG` built is
+packed once into flat arrays with per-level offsets (the levels' coefficient, l1-diagonal
+and work arrays become views into them, so a refresh updates them in place and nothing is
+copied per solve), and FCG(1) (``krylov.fcg``) or single-reduction CG (``lowsync.cg1``)
+runs with the K-cycle and the coarsest direct solve inside numba.  The arithmetic is that
+of the Python path, operation for operation, so iterates agree to round-off and iteration
+counts are the same (tests/unit/test_kcycle.py, tests/mpi/test_kcycle_mpi.py).
+
+Parallel runs communicate from compiled code (:mod:`..parallel.mpicall`): the distributed
+levels' halo exchanges with each exchanger's plan and pack layout on persistent requests of
+our own (:mod:`..parallel.cplan`), the transfers of aggregates spanning ranks likewise, the
+fused sums by MPI_Allreduce and the redundant coarse level's right-hand side by one
+MPI_Allgatherv per visit.  It counts what the Python path counts: reductions (and their MPI
+seconds) in the run's ``ReduceStats``, exchanges per level (``Level.calls``, read by
+profile.json and the performance model) and in each level's exchanger (calls, messages,
+bytes), the redundant level's allgathers, and it times the redundant levels' solves
+("amg_gathered") with the C clock.
+
+On serial hierarchies ``refresh`` also replaces ``AMG.refresh``: the coarsest level is
+factorised by a sparse Cholesky in numba (ordering and pattern once) instead of SuperLU,
+whose Python and library overhead per refactorisation was most of an 8^3 step's AMG work.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numba as nb
+import numpy as np
+
+from ..parallel import mpicall, threads
+from ..parallel.halo.kernels import pack, unpack
+from .amg import (KCYCLE_T, _axpy_into, _combine, _kdots1, _kdots2, _scale_into,
+                  galerkin_refresh, gs_rows, gs_sweep, lu_solve, prolong_add, residual,
+                  restrict, spmv)
+from .krylov import SolveInfo
+from .matrix import IDX
+
+# per-level columns of the int64 table ``lv``
+N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE, KRYLOV = range(11)
+LV_COLS = 11
+# per-level columns of the int64 table ``pl``: what a parallel run sends.  Halo exchange of
+# the level (EXS: made at all; plan and buffer offsets, persistent requests), the transfers of
+# aggregates spanning ranks into the next level (XO/XI: out and in entries; ACC/DIST: their
+# request groups), the handoff to the redundant level (RD: allgatherv of RD_N values; RC: the
+# local coarse vector, RDC: the redundant rows read back)
+(EXS, HC_OFF, HC_N, HP_OFF, NNB, HB_OFF, HSEND, HRECV, HREQ, HNREQ, XF, XO_OFF, XO_N, XI_OFF,
+ XI_N, XB_OUT, XB_IN, XACC, XACC_N, XDIST, XDIST_N, RD, RD_N, RD_COUNTS, RD_DISPLS, RDC_OFF,
+ RDC_N, RC_OFF, RC_N) = range(29)
+PL_COLS = 29
+# slots of the int64 control array ``ctl``
+(NLEV, FIRST_GATHERED, PINNED, CLOCK, CLOCK_ID, TS_ADDR, PAR, STARTALL, WAITALL, ALLREDUCE,
+ ALLGATHERV, STATUSES, RBUF) = range(13)
+TS = 14  # struct timespec: two int64
+N_CTL = 16
+RB = 8  # room for the scalars of one fused sum (send and receive halves)
+# slots of the int64 counters array ``cnt``: then one exchange count per level
+REDUCTIONS, TOP_EXCHANGES, GATHERED_NS, GATHERED_VISITS, REDUCE_NS, ALLGATHER_NS = range(6)
+CNT_HEAD = 6
+# positions in the tuple ``h`` of packed arrays
+H_CTL, H_PL, H_HB, H_HCELLS, H_HPLAN, H_XIDX, H_HND = range(10, 17)
+# work vectors of a level, rows of ``W`` (the names of amg.Level's attributes)
+VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")
+B, X, R, C, D, V, Wv, R2 = range(8)
+
+
+# -- coarsest level: a sparse Cholesky in SuperLU's factor format -----------------------------
+
+@nb.njit(cache=True)
+def _coarsest(lu, ctl, b, x):
+    """``AMG._solve`` on the coarsest level: amg.lu_solve with the factors in ``lu``."""
+    perm_r, perm_c, lp, li, lx, up, ui, ux, ud, y = lu
+    lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, ctl[PINNED], b, x, y)
+
+
+@nb.njit(cache=True)
+def _pinned_unknown(ip, ix, data, n):
+    """``AMG._factor_coarsest``'s test: the last unknown if every row sums to zero (an
+    all-Neumann matrix), else -1."""
+    big = 0.0
+    dmax = 0.0
+    for i in range(n):
+        s = 0.0
+        for k in range(ip[i], ip[i + 1]):
+            s += data[k]
+            if ix[k] == i:
+                dmax = max(dmax, abs(data[k]))
+        big = max(big, abs(s))
+    return n - 1 if big <= 1e-10 * dmax else -1
+
+
+@nb.njit(cache=True)
+def cholesky(ip, ix, data, n, order, inv, lw, lp, li, rp, rk, rpos, ui, tmap, x, lx, ux, ud):
+    """Numeric sparse Cholesky L L' = A[order][:, order] of the symmetric coarsest level
+    (CSR ``ip, ix, data``) into ``lw`` on the pattern found once by ``_cholesky_pattern``;
+    the pinned unknown's row and column are replaced by the identity as
+    ``AMG._factor_coarsest`` does.  Written out in the form ``amg.lu_solve`` takes (that of
+    SuperLU: A = Pr' L1 U Pc', L1 unit lower): L1 = L D^-1 (``lx``), U = D L' (``ux``, its
+    diagonal ``ud``), D = diag(L).  Returns the pinned unknown (-1: none), or -2 if a
+    pivot is not positive."""
+    pinned = _pinned_unknown(ip, ix, data, n)
+    for j in range(n):
+        for p in range(lp[j], lp[j + 1]):
+            x[li[p]] = 0.0
+        oj = order[j]
+        if oj == pinned:
+            x[j] = 1.0
+        else:
+            for k in range(ip[oj], ip[oj + 1]):
+                c = ix[k]
+                if c != pinned and inv[c] >= j:
+                    x[inv[c]] += data[k]
+        for t in range(rp[j], rp[j + 1]):  # columns k < j with L[j, k] != 0
+            q0 = rpos[t]
+            ljk = lw[q0]
+            for q in range(q0, lp[rk[t] + 1]):
+                x[li[q]] -= lw[q] * ljk
+        if not x[j] > 0.0:
+            return -2
+        d = np.sqrt(x[j])
+        lw[lp[j]] = d
+        for p in range(lp[j] + 1, lp[j + 1]):
+            lw[p] = x[li[p]] / d
+    for j in range(n):
+        d = lw[lp[j]]
+        ud[j] = d * d
+        lx[lp[j]] = 1.0
+        for p in range(lp[j] + 1, lp[j + 1]):
+            lx[p] = lw[p] / d
+    for t in range(len(tmap)):  # U's column i, row j < i: d_j L[i, j]; its diagonal: ud
+        j = ui[t]
+        ux[t] = lw[tmap[t]] * lw[lp[j]]
+    return pinned
+
+
+def _cholesky_pattern(indptr, indices, n, order):
+    """Symbolic Cholesky of A[order][:, order] (once per run): L's columns (CSC, the
+    diagonal first, then rows ascending), each row's (column, position) list, and where
+    U = L' (CSC, diagonal last) takes each value from L."""
+    inv = np.empty(n, dtype=np.int64)
+    inv[order] = np.arange(n)
+    rows = np.repeat(np.arange(n), np.diff(indptr).astype(np.int64))
+    bi, bj = inv[rows], inv[indices.astype(np.int64)]
+    low = bi > bj
+    cols = [[] for _ in range(n)]
+    for i, j in zip(bi[low].tolist(), bj[low].tolist(), strict=True):
+        cols[j].append(i)
+    children = [[] for _ in range(n)]
+    pattern = []
+    for j in range(n):  # L's column j: A's, and its children's in the elimination tree
+        s = set(cols[j])
+        for c in children[j]:
+            s |= pattern[c]
+        s.discard(j)
+        pattern.append(s)
+        if s:
+            children[min(s)].append(j)
+    lp = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(s) + 1 for s in pattern], out=lp[1:])
+    li = np.empty(lp[-1], dtype=np.int64)
+    by_row = [[] for _ in range(n)]
+    for j, s in enumerate(pattern):
+        li[lp[j]] = j
+        li[lp[j] + 1:lp[j + 1]] = sorted(s)
+        for p in range(lp[j] + 1, lp[j + 1]):
+            by_row[li[p]].append((j, p))
+    rp = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in by_row], out=rp[1:])
+    rk = np.array([k for r in by_row for k, _ in r], dtype=np.int64)
+    rpos = np.array([p for r in by_row for _, p in r], dtype=np.int64)
+    up = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(r) + 1 for r in by_row], out=up[1:])
+    ui = np.array([v for j, r in enumerate(by_row) for v in [k for k, _ in r] + [j]],
+                  dtype=np.int64)
+    tmap = np.array([v for j, r in enumerate(by_row) for v in [p for _, p in r] + [lp[j]]],
+                    dtype=np.int64)
+    return inv, lp, li, rp, rk, rpos, up, ui, tmap
+
+
+# -- the K-cycle ------------------------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _now(ctl):
+    mpicall.call_ip(ctl[CLOCK], ctl[CLOCK_ID], ctl[TS_ADDR])
+    return ctl[TS] * 1_000_000_000 + ctl[TS + 1]
+
+
+@nb.njit(cache=True)
+def _level(h, d0, i):
+    """(indptr, indices, data, diag_pos, dl1) of level i (level 0's data: the matrix's)."""
+    ip, ix, dat, dp, dl1, lv = h[0], h[1], h[2], h[3], h[4], h[8]
+    n = lv[i, N]
+    a, z = lv[i, NZ], lv[i + 1, NZ]
+    data = d0 if i == 0 else dat[a:z]
+    return (ip[lv[i, IP]:lv[i, IP] + n + 1], ix[a:z], data, dp[lv[i, VEC]:lv[i, VEC] + n],
+            dl1[lv[i, VEC]:lv[i, VEC] + n])
+
+
+@nb.njit(cache=True)
+def _vec(h, k, i):
+    W, lv = h[7], h[8]
+    return W[k, lv[i, VEC]:lv[i + 1, VEC]]
+
+
+@nb.njit(cache=True)
+def _exchange(h, cnt, i, x, top=False):
+    """``Level.exchange`` (or, ``top``, the matrix's exchange before a Krylov product):
+    counted always, made where a parallel run has neighbours, with the exchanger's pack
+    layout and persistent requests started from here."""
+    if top:
+        cnt[TOP_EXCHANGES] += 1
+    else:
+        cnt[CNT_HEAD + i] += 1
+    pl = h[H_PL]
+    if pl[i, EXS] == 0:
+        return
+    ctl, hb, lv = h[H_CTL], h[H_HB], h[8]
+    nn, o, ns, nr = pl[i, NNB], pl[i, HB_OFF], pl[i, HSEND], pl[i, HRECV]
+    plan = h[H_HPLAN][pl[i, HP_OFF]:pl[i, HP_OFF] + 2 * nn + 2]
+    pack((x,), h[H_HCELLS][pl[i, HC_OFF]:pl[i, HC_OFF] + pl[i, HC_N]], plan[:nn + 1],
+         hb[o:o + ns])
+    _startwait(ctl, pl[i, HREQ], pl[i, HNREQ])
+    unpack(hb[o + ns:o + ns + nr], plan[nn + 1:], lv[i, N], (x,))
+
+
+@nb.njit(cache=True)
+def _startwait(ctl, reqs, nreq):
+    if nreq == 0:
+        return
+    rc = mpicall.call_ip(ctl[STARTALL], nreq, reqs)
+    if rc == 0:
+        rc = mpicall.call_ipp(ctl[WAITALL], nreq, reqs, ctl[STATUSES])
+    if rc != 0:
+        raise RuntimeError("MPI error in the compiled AMG solve")
+
+
+@nb.njit(cache=True)
+def _reduce(h, cnt, k, counted):
+    """The fused sum of the ``k`` scalars in ``hb[RBUF:RBUF + k]`` (in place): counted if
+    a parallel run reduces it (``counted``), an MPI_Allreduce where it does."""
+    if not counted:
+        return
+    cnt[REDUCTIONS] += 1
+    ctl = h[H_CTL]
+    if ctl[PAR] == 0:
+        return
+    hb, hnd = h[H_HB], h[H_HND]
+    a = hb.ctypes.data + 8 * ctl[RBUF]
+    t0 = _now(ctl)
+    rc = mpicall.call_allreduce(ctl[ALLREDUCE], a, a + 8 * RB, k, hnd[1], hnd[2], hnd[0])
+    cnt[REDUCE_NS] += _now(ctl) - t0
+    if rc != 0:
+        raise RuntimeError("MPI error in the compiled AMG solve")
+    for t in range(k):
+        hb[ctl[RBUF] + t] = hb[ctl[RBUF] + RB + t]
+
+
+@nb.njit(cache=True)
+def _sums(h):
+    """The scalars of the next fused sum (``_reduce``)."""
+    return h[H_HB][h[H_CTL][RBUF]:h[H_CTL][RBUF] + RB]
+
+
+@nb.njit(cache=True)
+def _accumulate(h, i, v):
+    """``_Transfer.accumulate`` of transfer i: partial restrictions to their owners."""
+    pl, hb, xi = h[H_PL], h[H_HB], h[H_XIDX]
+    out = hb[pl[i, XB_OUT]:pl[i, XB_OUT] + pl[i, XO_N]]
+    into = hb[pl[i, XB_IN]:pl[i, XB_IN] + pl[i, XI_N]]
+    for t in range(len(out)):
+        out[t] = v[xi[pl[i, XO_OFF] + t]]
+    _startwait(h[H_CTL], pl[i, XACC], pl[i, XACC_N])
+    for t in range(len(into)):
+        v[xi[pl[i, XI_OFF] + t]] += into[t]
+
+
+@nb.njit(cache=True)
+def _distribute(h, i, v):
+    """``_Transfer.distribute`` of transfer i: the owners' values back."""
+    pl, hb, xi = h[H_PL], h[H_HB], h[H_XIDX]
+    out = hb[pl[i, XB_OUT]:pl[i, XB_OUT] + pl[i, XO_N]]
+    into = hb[pl[i, XB_IN]:pl[i, XB_IN] + pl[i, XI_N]]
+    for t in range(len(into)):
+        into[t] = v[xi[pl[i, XI_OFF] + t]]
+    _startwait(h[H_CTL], pl[i, XDIST], pl[i, XDIST_N])
+    for t in range(len(out)):
+        v[xi[pl[i, XO_OFF] + t]] = out[t]
+
+
+@nb.njit(cache=True)
+def _smooth(h, d0, lv, cnt, i, b, x, forward):
+    """``AMG._cycle``'s Gauss-Seidel sweep with its exchanges, RESWEEP rows included."""
+    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    n = lv[i, N]
+    cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
+    if forward:
+        gs_sweep(ip, ix, data, dp, dl1, b, x, n, True)
+        _exchange(h, cnt, i, x)
+        if lv[i, HASCUT]:
+            gs_rows(ip, ix, data, dp, dl1, b, x, cut, True)
+            _exchange(h, cnt, i, x)
+    else:
+        gs_sweep(ip, ix, data, dp, dl1, b, x, n, False)
+        if lv[i, HASCUT]:
+            _exchange(h, cnt, i, x)
+            gs_rows(ip, ix, data, dp, dl1, b, x, cut, False)
+
+
+@nb.njit(cache=True)
+def _down(h, d0, cnt, i, b, x):
+    """First half of ``AMG._cycle`` on level i: smooth from zero, restrict the residual
+    into the next level's right-hand side (partial sums of aggregates spanning ranks to
+    their owners; into a redundant level, one allgatherv)."""
+    lv, agg, pl = h[8], h[5], h[H_PL]
+    n = lv[i, N]
+    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    r = _vec(h, R, i)
+    x[:] = 0.0
+    _smooth(h, d0, lv, cnt, i, b, x, True)
+    residual(ip, ix, data, x, b, r)
+    ag = agg[lv[i, VEC]:lv[i, VEC] + n]
+    if pl[i, RD] == 0:
+        rc = _vec(h, B, i + 1)
+        restrict(ag, r, n, rc, lv[i + 1, NCOLS])
+        if pl[i, XF]:
+            _accumulate(h, i, rc)
+        return
+    ctl, hb, hnd = h[H_CTL], h[H_HB], h[H_HND]
+    rc = hb[pl[i, RC_OFF]:pl[i, RC_OFF] + pl[i, RC_N]]
+    restrict(ag, r, n, rc, pl[i, RC_N])
+    if pl[i, XF]:
+        _accumulate(h, i, rc)
+    t0 = _now(ctl)
+    e = mpicall.call_allgatherv(ctl[ALLGATHERV], rc.ctypes.data, pl[i, RD_N], hnd[1],
+                                _vec(h, B, i + 1).ctypes.data, pl[i, RD_COUNTS],
+                                pl[i, RD_DISPLS], hnd[1], hnd[0])
+    cnt[ALLGATHER_NS] += _now(ctl) - t0
+    if e != 0:
+        raise RuntimeError("MPI error in the compiled AMG solve")
+
+
+@nb.njit(cache=True)
+def _up(h, d0, cnt, i, b, x):
+    """Second half of ``AMG._cycle``: add the next level's correction (the owners' values
+    of spanning aggregates back; from a redundant level, this rank's entries), smooth
+    back."""
+    lv, agg, pl = h[8], h[5], h[H_PL]
+    n = lv[i, N]
+    ag = agg[lv[i, VEC]:lv[i, VEC] + n]
+    if pl[i, RD] == 0:
+        e = _vec(h, X, i + 1)
+        if pl[i, XF]:
+            _distribute(h, i, e)
+    else:
+        e = h[H_HB][pl[i, RC_OFF]:pl[i, RC_OFF] + pl[i, RC_N]]
+        xs = _vec(h, X, i + 1)
+        cols = h[H_XIDX][pl[i, RDC_OFF]:pl[i, RDC_OFF] + pl[i, RDC_N]]
+        for t in range(len(cols)):
+            e[t] = xs[cols[t]]
+    prolong_add(ag, e, n, x)
+    _exchange(h, cnt, i, x)
+    _smooth(h, d0, lv, cnt, i, b, x, False)
+
+
+@nb.njit(cache=True)
+def _k_first(h, d0, cnt, i):
+    """``AMG._kcycle`` after its first cycle (c = M b): the step length, and either the
+    result in x (returns False) or the second right-hand side r2 (returns True)."""
+    lv = h[8]
+    n = lv[i, N]
+    b, x, c, v = _vec(h, B, i), _vec(h, X, i), _vec(h, C, i), _vec(h, V, i)
+    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    _exchange(h, cnt, i, c)
+    spmv(ip, ix, data, c, v)
+    sm = _sums(h)
+    sm[:5] = _kdots1(c, v, b, n)
+    _reduce(h, cnt, 5, lv[i, COUNTED] != 0)
+    rho1, alpha1, bb, vv, bv = sm[0], sm[1], sm[2], sm[3], sm[4]
+    if rho1 <= 0.0:
+        x[:n] = c[:n]
+        return False
+    a1 = alpha1 / rho1
+    if bb - 2.0 * a1 * bv + a1 * a1 * vv <= KCYCLE_T * KCYCLE_T * bb:
+        _scale_into(x, a1, c, n)
+        return False
+    _axpy_into(_vec(h, R2, i), b, a1, v, n)
+    h[9][i] = a1  # kept for the second step
+    h[9][len(lv) + i] = rho1
+    return True
+
+
+@nb.njit(cache=True)
+def _k_second(h, d0, cnt, i):
+    """``AMG._kcycle`` after its second cycle (d = M r2): the combination into x."""
+    lv = h[8]
+    n = lv[i, N]
+    x, c, d, v, w, r2 = (_vec(h, X, i), _vec(h, C, i), _vec(h, D, i), _vec(h, V, i),
+                         _vec(h, Wv, i), _vec(h, R2, i))
+    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    a1, rho1 = h[9][i], h[9][len(lv) + i]
+    _exchange(h, cnt, i, d)
+    spmv(ip, ix, data, d, w)
+    sm = _sums(h)
+    sm[:3] = _kdots2(d, v, w, r2, n)
+    _reduce(h, cnt, 3, lv[i, COUNTED] != 0)
+    gamma, beta, alpha2 = sm[0], sm[1], sm[2]
+    rho2 = beta - gamma * gamma / rho1
+    if rho2 <= 0.0:
+        _scale_into(x, a1, c, n)
+        return
+    _combine(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n)
+
+
+@nb.njit(cache=True)
+def _apply(h, d0, lu, ctl, cnt, r, z):
+    """``AMG.apply`` (z = M r): the cycle from level 0 with, on each coarser level, the
+    direct solve (coarsest) or the K-cycle (or V-cycle), as ``AMG._solve`` recurses.
+    Written as a loop over an explicit per-level phase, not as recursion: recursive
+    compiled functions do not load back from numba's cache."""
+    lv = h[8]
+    nlev = ctl[NLEV]
+    last = nlev - 1
+    fg = ctl[FIRST_GATHERED]
+    if nlev == 1:
+        _coarsest(lu, ctl, r, z)
+        return
+    _down(h, d0, cnt, 0, r, z)
+    t0 = 0
+    i = 1
+    enter = True  # entering the solve of level i, else returning from it
+    while True:
+        if enter:
+            if i == fg:
+                t0 = _now(ctl)
+            if i == last:
+                _coarsest(lu, ctl, _vec(h, B, i), _vec(h, X, i))
+                enter = False
+                continue
+            lv[i, PHASE] = 0
+            kc = lv[i, KRYLOV] != 0
+            _down(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i) if kc else _vec(h, X, i))
+            i += 1
+            continue
+        # the solve of level i is done: back to the cycle of level i - 1
+        if i == fg:
+            cnt[GATHERED_NS] += _now(ctl) - t0
+            cnt[GATHERED_VISITS] += 1
+        i -= 1
+        if i == 0:
+            _up(h, d0, cnt, 0, r, z)
+            return
+        if lv[i, KRYLOV] == 0:
+            _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, X, i))
+        elif lv[i, PHASE] == 0:
+            _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i))
+            if _k_first(h, d0, cnt, i):
+                lv[i, PHASE] = 1
+                _down(h, d0, cnt, i, _vec(h, R2, i), _vec(h, D, i))
+                i += 1
+                enter = True
+        else:
+            _up(h, d0, cnt, i, _vec(h, R2, i), _vec(h, D, i))
+            _k_second(h, d0, cnt, i)
+
+
+# -- Krylov methods ---------------------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _dot2(a, b, c, d, n):
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(n):
+        s1 += a[i] * b[i]
+        s2 += c[i] * d[i]
+    return s1, s2
+
+
+@nb.njit(cache=True)
+def _top_matvec(h, d0, cnt, x, y):
+    """``DistMatrix.matvec``: exchange, then y = A x."""
+    ip, ix, data, dp, dl1 = _level(h, d0, 0)
+    _exchange(h, cnt, 0, x, True)
+    spmv(ip, ix, data, x, y)
+
+
+@nb.njit(cache=True)
+def _top_residual(h, d0, cnt, x, b, r):
+    ip, ix, data, dp, dl1 = _level(h, d0, 0)
+    _exchange(h, cnt, 0, x, True)
+    residual(ip, ix, data, x, b, r)
+
+
+@nb.njit(cache=True)
+def _sum2(h, cnt, a, b):
+    sm = _sums(h)
+    sm[0] = a
+    sm[1] = b
+    _reduce(h, cnt, 2, True)
+    return sm[0], sm[1]
+
+
+@nb.njit(cache=True)
+def _initial(rr, bb, tol, rel_tol, out):
+    """``krylov.initial_info``: out = (iters, res0, res, converged); returns (tol, ||b||)."""
+    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
+    out[0] = 0.0
+    out[1] = np.sqrt(rr) / bnorm
+    out[2] = out[1]
+    out[3] = 1.0
+    return max(tol, rel_tol * out[1]), bnorm
+
+
+@nb.njit(cache=True)
+def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
+    """``krylov.fcg`` (FCG(1)) with the K-cycle preconditioner, operation for operation."""
+    n = h[8][0, N]
+    _top_residual(h, d0, cnt, x, b, r)
+    rr, bb = _dot2(r, r, b, b, n)
+    rr, bb = _sum2(h, cnt, rr, bb)
+    tol, bnorm = _initial(rr, bb, tol, rel_tol, out)
+    if out[1] <= tol:
+        return
+    _apply(h, d0, lu, ctl, cnt, r, z)
+    p[:n] = z[:n]
+    for it in range(1, max_iter + 1):
+        _top_matvec(h, d0, cnt, p, q)
+        pq, pr = _dot2(p, q, p, r, n)
+        pq, pr = _sum2(h, cnt, pq, pr)
+        out[0] = it
+        if pq <= 0.0:
+            break
+        alpha = pr / pq
+        rr = 0.0
+        for k in range(n):
+            x[k] += alpha * p[k]
+            r[k] -= alpha * q[k]
+            rr += r[k] * r[k]
+        _apply(h, d0, lu, ctl, cnt, r, z)
+        zq = 0.0
+        for k in range(n):
+            zq += z[k] * q[k]
+        rr, zq = _sum2(h, cnt, rr, zq)
+        out[2] = np.sqrt(rr) / bnorm
+        if out[2] <= tol:
+            return
+        beta = zq / pq
+        for k in range(n):
+            p[k] = z[k] - beta * p[k]
+    out[3] = 1.0 if out[2] <= tol else 0.0
+
+
+@nb.njit(cache=True)
+def cg1(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, u, w, p, s, out):
+    """``lowsync.cg1`` (single-reduction flexible CG) with the K-cycle, op for op."""
+    n = h[8][0, N]
+    _top_residual(h, d0, cnt, x, b, r)
+    _apply(h, d0, lu, ctl, cnt, r, u)
+    _top_matvec(h, d0, cnt, u, w)
+    ru, wu = _dot2(r, u, w, u, n)
+    rr, bb = _dot2(r, r, b, b, n)
+    sm = _sums(h)
+    sm[0], sm[1], sm[2], sm[3] = ru, wu, rr, bb
+    _reduce(h, cnt, 4, True)
+    ru, wu, rr, bb = sm[0], sm[1], sm[2], sm[3]
+    tol, bnorm = _initial(rr, bb, tol, rel_tol, out)
+    if out[1] <= tol:
+        return
+    p[:n] = u[:n]
+    s[:n] = w[:n]
+    ps, pr = wu, ru
+    for it in range(1, max_iter + 1):
+        out[0] = it
+        if ps <= 0.0:
+            break
+        alpha = pr / ps
+        pr_old = 0.0
+        rr = 0.0
+        for k in range(n):
+            x[k] += alpha * p[k]
+            r[k] -= alpha * s[k]
+            pr_old += p[k] * r[k]
+            rr += r[k] * r[k]
+        _apply(h, d0, lu, ctl, cnt, r, u)
+        _top_matvec(h, d0, cnt, u, w)
+        ru = 0.0
+        wu = 0.0
+        us = 0.0
+        for k in range(n):
+            ru += r[k] * u[k]
+            wu += w[k] * u[k]
+            us += u[k] * s[k]
+        sm[0], sm[1], sm[2], sm[3], sm[4] = ru, wu, us, pr_old, rr
+        _reduce(h, cnt, 5, True)
+        ru, wu, us, pr_old, rr = sm[0], sm[1], sm[2], sm[3], sm[4]
+        out[2] = np.sqrt(rr) / bnorm
+        if out[2] <= tol:
+            return
+        beta = -us / ps
+        for k in range(n):
+            p[k] = u[k] + beta * p[k]
+            s[k] = w[k] + beta * s[k]
+        ps = wu + beta * (2.0 * us + beta * ps)
+        pr = ru + beta * pr_old
+    out[3] = 1.0 if out[2] <= tol else 0.0
+
+
+# -- set-up -----------------------------------------------------------------------------------
+
+def _views(levels, attr, dtype=np.float64):
+    """One array holding every level's ``attr`` (same lengths); the levels' attributes
+    become views into it, so in-place updates (refresh, smoother set-up) land there."""
+    parts = [getattr(lev, attr) for lev in levels]
+    packed = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+    off = 0
+    for lev, a in zip(levels, parts, strict=True):
+        setattr(lev, attr, packed[off:off + len(a)])
+        off += len(a)
+    return packed
+
+
+class CompiledSolve:
+    """One pressure solve (``method`` "fcg" or "cg1" with the AMG's K-cycle) as one numba
+    call, on the hierarchy of ``amg`` (serial).  ``refresh`` replaces ``amg.refresh``."""
+
+    def __init__(self, amg, method: str, addresses: dict):
+        if method not in ("fcg", "cg1"):
+            raise ValueError(f"no compiled solve for {method!r}")
+        self.amg, self.method = amg, method
+        self.kernel = fcg if method == "fcg" else cg1
+        A = amg.A
+        levels = amg.levels
+        nl = len(levels)
+        lv = np.zeros((nl + 1, LV_COLS), dtype=np.int64)
+        vec_len = [len(lev.b) for lev in levels]
+        for i, lev in enumerate(levels):
+            cut = lev.cut if lev.cut is not None else np.zeros(0, IDX)
+            lv[i, N], lv[i, NCOLS] = lev.n, lev.ncols
+            lv[i + 1, IP] = lv[i, IP] + lev.n + 1
+            lv[i + 1, NZ] = lv[i, NZ] + len(lev.indices)
+            lv[i + 1, VEC] = lv[i, VEC] + vec_len[i]
+            lv[i + 1, CUT] = lv[i, CUT] + len(cut)
+            lv[i, NCUT], lv[i, HASCUT] = len(cut), lev.cut is not None
+            lv[i, COUNTED] = lev.red.stats is amg.red.stats
+            lv[i, KRYLOV] = amg.cycle_kind == "K" and lev.krylov
+        ip = np.concatenate([lev.indptr.astype(IDX) for lev in levels])
+        ix = np.concatenate([lev.indices.astype(IDX) for lev in levels])
+        # level 0's coefficients are the matrix's own (passed per solve); the others packed
+        dat = np.zeros(int(lv[nl, NZ]))
+        for i, lev in enumerate(levels[1:], start=1):
+            dat[lv[i, NZ]:lv[i + 1, NZ]] = lev.data
+            lev.data = dat[lv[i, NZ]:lv[i + 1, NZ]]
+        pad = [np.zeros(vec_len[i] - lev.n, dtype=np.int64) for i, lev in enumerate(levels)]
+        dp = np.concatenate([np.concatenate([lev.diag_pos.astype(np.int64), z])
+                             for lev, z in zip(levels, pad, strict=True)])
+        agg = np.concatenate([np.concatenate([lev.next.agg.astype(np.int64), z])
+                              if lev.next is not None else np.zeros(vec_len[i], np.int64)
+                              for i, (lev, z) in enumerate(zip(levels, pad, strict=True))])
+        for lev, ln in zip(levels, vec_len, strict=True):  # dl1 padded to the vector length
+            if len(lev.dl1) != ln:
+                lev.dl1 = np.concatenate([lev.dl1, np.zeros(ln - len(lev.dl1))])
+        dl1 = _views(levels, "dl1")
+        cut = np.concatenate([lev.cut.astype(IDX) if lev.cut is not None else np.zeros(0, IDX)
+                              for lev in levels])
+        W = np.zeros((len(VECTORS), int(lv[nl, VEC])))
+        for k, name in enumerate(VECTORS):
+            for i, lev in enumerate(levels):
+                W[k, lv[i, VEC]:lv[i + 1, VEC]] = getattr(lev, name)
+                setattr(lev, name, W[k, lv[i, VEC]:lv[i + 1, VEC]])
+        ks = np.zeros(2 * (nl + 1))  # per level, a1 and rho1 of a K-cycle in progress
+        ctl = self.ctl = np.zeros(N_CTL, dtype=np.int64)
+        ctl[NLEV] = nl
+        fr = amg._redundant_from()
+        ctl[FIRST_GATHERED] = fr if fr < nl else -1
+        ctl[CLOCK], ctl[CLOCK_ID] = addresses["clock"], mpicall.CLOCK_MONOTONIC
+        ctl[TS_ADDR] = ctl.ctypes.data + 8 * TS
+        for key, slot in (("startall", STARTALL), ("waitall", WAITALL),
+                          ("allreduce", ALLREDUCE), ("allgatherv", ALLGATHERV)):
+            ctl[slot] = addresses[key]
+        par = _parallel_plan(amg, fr) if amg.red.parallel else _serial_plan(nl)
+        self.par = par
+        ctl[PAR] = amg.red.parallel
+        ctl[STATUSES] = par.statuses
+        ctl[RBUF] = par.rbuf
+        self.h = (ip, ix, dat, dp, dl1, agg, cut, W, lv, ks, ctl, par.pl, par.hb, par.hcells,
+                  par.hplan, par.xidx, par.hnd)
+        self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
+        self.out = np.zeros(4)
+        self.chol = self._cholesky_setup()
+        if self.chol is None or not self._factor():
+            self.chol = None
+            self._superlu()
+
+    def _superlu(self):
+        """The factors ``AMG._factor_coarsest`` made (SuperLU's), as the compiled solve's
+        tuple."""
+        f = self.amg.levels[-1].lu
+        self.lu = (f.perm_r, f.perm_c, f.lp, f.li.astype(IDX), f.lx, f.up, f.ui.astype(IDX),
+                   f.ux, f.ud, f.y)
+        self.ctl[PINNED] = self.amg.levels[-1].pinned
+
+    def _cholesky_setup(self):
+        """The coarsest level's sparse Cholesky: ordering (SuperLU's minimum degree on
+        A + A', once) and pattern here, numeric factorisation in numba at each refresh,
+        so that a refresh calls no scipy (a SuperLU refactorisation costs 0.3-0.8 ms of
+        Python and library overhead however small the level).  None if the hierarchy is
+        not the serial one ``refresh`` knows."""
+        amg = self.amg
+        if any(lev.next.share is not None or lev.next.redundant is not None
+               for lev in amg.levels[:-1]):
+            return None
+        import scipy.sparse as sp  # set-up only, as amg.py's own factorisation
+        import scipy.sparse.linalg as spla
+
+        lev = amg.levels[-1]
+        n = lev.n
+        # the ordering only needs the pattern: a strictly diagonally dominant matrix on it
+        counts = np.diff(lev.indptr.astype(np.int64)).astype(float)
+        A = sp.csc_matrix((-np.ones(len(lev.indices)), lev.indices.astype(np.int64),
+                           lev.indptr.astype(np.int64)), shape=(n, n)) + \
+            sp.diags(2.0 * counts + 1.0)
+        perm = spla.splu(A, permc_spec="MMD_AT_PLUS_A").perm_c.astype(np.int64)
+        order = np.argsort(perm)
+        inv, lp, li, rp, rk, rpos, up, ui, tmap = _cholesky_pattern(lev.indptr, lev.indices,
+                                                                    n, order)
+        f = SimpleNamespace(perm_r=inv, perm_c=inv, lp=lp, li=li.astype(IDX),
+                            lx=np.zeros(len(li)), up=up, ui=ui.astype(IDX),
+                            ux=np.zeros(len(ui)), ud=np.zeros(n), y=np.zeros(max(n, 1)))
+        return SimpleNamespace(order=order, inv=inv, li=li, ui=ui, rp=rp, rk=rk, rpos=rpos,
+                               tmap=tmap, x=np.zeros(max(n, 1)), lw=np.zeros(len(li)), f=f)
+
+    def _factor(self) -> bool:
+        """Numeric Cholesky of the coarsest level (False: a pivot was not positive)."""
+        c = self.chol
+        f = c.f
+        lev = self.amg.levels[-1]
+        pinned = cholesky(lev.indptr, lev.indices, lev.data, lev.n, c.order, c.inv, c.lw,
+                          f.lp, c.li, c.rp, c.rk, c.rpos, c.ui, c.tmap, c.x, f.lx, f.ux, f.ud)
+        if pinned == -2:
+            return False
+        lev.lu = f  # AMG._solve (the Python path) solves with the same factors
+        lev.pinned = pinned
+        self._superlu()
+        return True
+
+    def refresh(self):
+        """``AMG.refresh`` (new fine coefficients) for a serial hierarchy: the Galerkin
+        products and smoother diagonals level by level, then the coarsest level's
+        factorisation, the levels a parallel run repeats on every rank timed as
+        "amg_gathered" as the Python path does."""
+        amg = self.amg
+        if self.chol is None:
+            amg.refresh()
+            self._superlu()
+            return
+        levels = amg.levels
+        fr = amg._redundant_from()
+        amg.refreshes += 1
+        for i, lev in enumerate(levels[:fr]):
+            if lev.next is not None:
+                galerkin_refresh(lev.next.slot, lev.data, levels[i + 1].data)
+        for lev in levels[:fr]:
+            lev.smoother_setup()
+        with amg.timers("amg_gathered") if fr < len(levels) else _NULL:
+            for lev, nxt in zip(levels[fr:-1], levels[fr + 1:], strict=True):
+                galerkin_refresh(lev.next.slot, lev.data, nxt.data)
+        with amg.timers("amg_gathered") if fr < len(levels) else _NULL:
+            for lev in levels[fr:]:
+                lev.smoother_setup()
+            if not self._factor():  # not positive definite after all: SuperLU's LU
+                self.chol = None
+                amg._factor_coarsest()
+                self._superlu()
+
+    def solve(self, b, x, tol, max_iter, ws, rel_tol: float = 0.0) -> SolveInfo:
+        """``krylov.fcg`` / ``lowsync.cg1`` with ``amg.apply``: same arguments and result,
+        same counters."""
+        amg = self.amg
+        cnt = self.cnt
+        cnt[:] = 0
+        vecs = ws.v[:4] if self.method == "fcg" else ws.v[:5]
+        self.kernel(self.h, amg.A.data, self.lu, self.ctl, cnt, b, x, float(tol),
+                    int(max_iter), float(rel_tol), *vecs, self.out)
+        self._account(cnt)
+        it, res0, res, conv = self.out
+        return SolveInfo(iters=int(it), res0=float(res0), res=float(res),
+                         converged=bool(conv))
+
+    def _account(self, cnt):
+        """The Python path's counters: reductions (and their MPI time), exchanges per level
+        and in each level's exchanger (the matrix's for level 0), the "amg_gathered" time,
+        the redundant level's allgathers."""
+        amg = self.amg
+        st = amg.red.stats
+        st.calls += int(cnt[REDUCTIONS])
+        st.seconds += float(cnt[REDUCE_NS]) * 1e-9
+        pl = self.par.pl
+        for i, lev in enumerate(amg.levels):
+            k = int(cnt[CNT_HEAD + i])
+            lev.calls += k
+            ex = amg.A.ex if i == 0 else lev.ex
+            if i == 0:  # the Krylov products' exchanges go through the matrix's exchanger
+                k += int(cnt[TOP_EXCHANGES])
+            if ex is None or not k:
+                continue
+            hs = ex.stats
+            hs.calls += k
+            hs.fields += k
+            hs.messages += k * int(pl[i, NNB])
+            hs.bytes += k * 8 * int(pl[i, HSEND])
+        ph = amg.A.timers("halo_solve")
+        if hasattr(ph, "calls"):  # (untimed: a null phase)
+            ph.calls += int(cnt[TOP_EXCHANGES])
+        visits = int(cnt[GATHERED_VISITS])
+        ph = amg.timers("amg_gathered")
+        if hasattr(ph, "calls") and visits:
+            ph.seconds += cnt[GATHERED_NS] * 1e-9
+            ph.calls += visits
+        amg.allgathers += visits
+        fr = amg._redundant_from()
+        rd = amg.levels[fr - 1].next.redundant if 0 < fr < len(amg.levels) else None
+        if rd is not None and visits:
+            rd.rhs.calls += visits
+            rd.rhs.bytes += visits * 8 * (rd.rhs.total - rd.n)
+            rd.rhs.seconds += float(cnt[ALLGATHER_NS]) * 1e-9
+
+
+TAG_HALO, TAG_ACC, TAG_DIST = 7431, 7432, 7433
+
+
+def _serial_plan(nl):
+    """Nothing to send: every level counts only."""
+    from ..parallel import cplan
+
+    return SimpleNamespace(pl=np.zeros((nl + 1, PL_COLS), dtype=np.int64), hb=np.zeros(2 * RB),
+                           rbuf=0, hcells=np.zeros(0, dtype=IDX),
+                           hplan=np.zeros(0, dtype=np.int64), xidx=np.zeros(0, dtype=np.int64),
+                           hnd=cplan.self_handles(), statuses=0, keep=())
+
+
+def _parallel_layout(amg, fr, pl):
+    """Offsets of every level's halo buffers and plans, spanning-aggregate transfers and
+    redundant handoff in the packed arrays; returns (buffer length, cells, plans, indices,
+    kept arrays)."""
+    hcells, hplan, xidx, keep = [], [], [], []
+    hb = hc = hp = xi = 0
+    for i, lev in enumerate(amg.levels[:fr]):
+        ex = amg.A.ex if i == 0 else lev.ex
+        nn = len(ex.neighbours)
+        pl[i, EXS], pl[i, NNB] = 1, nn
+        pl[i, HC_OFF], pl[i, HC_N] = hc, len(ex.send_cells)
+        pl[i, HP_OFF], pl[i, HB_OFF] = hp, hb
+        pl[i, HSEND], pl[i, HRECV] = ex.n_send, ex.n_recv
+        hcells.append(np.asarray(ex.send_cells, dtype=IDX))
+        hplan.append(np.concatenate([ex.send_ptr, ex.recv_ptr]).astype(np.int64))
+        hc, hp, hb = hc + len(ex.send_cells), hp + 2 * nn + 2, hb + ex.n_send + ex.n_recv
+        nx = lev.next
+        if nx.xfer is not None:
+            out = np.concatenate([np.zeros(0, np.int64)] + [np.asarray(a, np.int64)
+                                                            for a in nx.xfer.out_idx])
+            into = np.concatenate([np.zeros(0, np.int64)] + [np.asarray(a, np.int64)
+                                                             for a in nx.xfer.in_idx])
+            pl[i, XF] = 1
+            pl[i, XO_OFF], pl[i, XO_N], pl[i, XI_OFF], pl[i, XI_N] = (
+                xi, len(out), xi + len(out), len(into))
+            xidx += [out, into]
+            xi += len(out) + len(into)
+            pl[i, XB_OUT], pl[i, XB_IN] = hb, hb + len(out)
+            hb += len(out) + len(into)
+        if nx.redundant is not None:
+            rd = nx.redundant
+            counts = rd.rhs.counts.astype(np.int32)
+            displs = rd.rhs.displs.astype(np.int32)
+            keep += [counts, displs]
+            pl[i, RD], pl[i, RD_N] = 1, rd.n
+            pl[i, RD_COUNTS], pl[i, RD_DISPLS] = counts.ctypes.data, displs.ctypes.data
+            pl[i, RC_OFF], pl[i, RC_N] = hb, nx.ncols
+            hb += max(nx.ncols, 1)
+            pl[i, RDC_OFF], pl[i, RDC_N] = xi, len(rd.cols)
+            xidx.append(np.asarray(rd.cols, np.int64))
+            xi += len(rd.cols)
+    return hb, hcells, hplan, xidx, keep
+
+
+def _parallel_plan(amg, fr):
+    """The packed arrays and persistent requests of a parallel hierarchy: the distributed
+    levels' halo exchanges (each exchanger's plan and pack layout, requests of our own on
+    one buffer), the transfers of aggregates spanning ranks, the redundant handoff."""
+    from ..parallel import cplan
+
+    levels = amg.levels
+    pl = np.zeros((len(levels) + 1, PL_COLS), dtype=np.int64)
+    n_hb, hcells, hplan, xidx, keep = _parallel_layout(amg, fr, pl)
+    rbuf = n_hb
+    hb = np.zeros(n_hb + 2 * RB)
+    reqs = cplan.Requests(amg.comm)
+    for i, lev in enumerate(levels[:fr]):
+        ex = amg.A.ex if i == 0 else lev.ex
+        o, ns = pl[i, HB_OFF], pl[i, HSEND]
+        sp, rp = ex.send_ptr, ex.recv_ptr
+        nbrs = list(ex.neighbours)
+        pl[i, HREQ], pl[i, HNREQ] = reqs.add(
+            [(q, hb[o + sp[k]:o + sp[k + 1]]) for k, q in enumerate(nbrs)],
+            [(q, hb[o + ns + rp[k]:o + ns + rp[k + 1]]) for k, q in enumerate(nbrs)], TAG_HALO)
+        xf = lev.next.xfer
+        if xf is None:
+            continue
+        out, into = [], []
+        a = pl[i, XB_OUT]
+        for q, ix in zip(xf.out_peers, xf.out_idx, strict=True):
+            out.append((q, hb[a:a + len(ix)]))
+            a += len(ix)
+        a = pl[i, XB_IN]
+        for q, ix in zip(xf.in_peers, xf.in_idx, strict=True):
+            into.append((q, hb[a:a + len(ix)]))
+            a += len(ix)
+        pl[i, XACC], pl[i, XACC_N] = reqs.add(out, into, TAG_ACC)
+        pl[i, XDIST], pl[i, XDIST_N] = reqs.add(into, out, TAG_DIST)
+    reqs.close()
+    for i in range(len(levels)):
+        for col in (HREQ, XACC, XDIST):
+            pl[i, col] = reqs.address(int(pl[i, col]))
+
+    def cat(parts, dtype):
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+    return SimpleNamespace(pl=pl, hb=hb, rbuf=rbuf, hcells=cat(hcells, IDX),
+                           hplan=cat(hplan, np.int64), xidx=cat(xidx, np.int64),
+                           hnd=cplan.collective_handles(amg.comm),
+                           statuses=reqs.status_address, keep=(keep, reqs))
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NULL = _Null()
+
+
+def compiled_solver(amg, krylov) -> CompiledSolve | None:
+    """The compiled solve for ``amg`` and the Krylov function ``krylov`` (``krylov.fcg`` or
+    ``lowsync.cg1``), or None where the Python path must run: threaded kernels bound (the
+    compiled loops are serial), no C MPI functions, device-staged fields, ghost columns on
+    one rank (periodic meshes), or a hierarchy this module does not know.  Every rank of a
+    parallel run decides the same (one set-up collective)."""
+    name = getattr(krylov, "__name__", "")
+    ok = _supported(amg) and name in ("fcg", "cg1") and not threads.threaded()
+    addr = mpicall.addresses() if ok else None
+    ok = addr is not None
+    if amg.red.parallel:
+        from ..parallel import transfer
+
+        ok = transfer.total(amg.comm, 0 if ok else 1) == 0
+    return CompiledSolve(amg, name, addr) if ok else None
+
+
+def _supported(amg) -> bool:
+    levels = amg.levels
+    fr = amg._redundant_from()
+    if levels[-1].lu is None or levels[-1].next is not None:
+        return False
+    if any(lev.ex is not None for lev in levels[fr:]):
+        return False
+    if not amg.red.parallel:
+        A = amg.A
+        return (A.pattern.n_cols == A.pattern.n_rows and not getattr(A.ex, "neighbours", [])
+                and all(lev.ex is None for lev in levels[1:]))
+    exs = [amg.A.ex] + [lev.ex for lev in levels[1:fr]]
+    return all(ex is not None and not ex.space.staged and hasattr(ex, "send_cells")
+               for ex in exs)

@@ -1,0 +1,205 @@
+"""The compiled pressure solve (linalg/kcycle.py) against the Python path it replaces:
+krylov.fcg / lowsync.cg1 with AMG.apply.  Same iterations, same answer to round-off, same
+counters (reductions, exchanges per level, the matrix's exchanger), on definite and
+all-Neumann problems in 2D and 3D; the coarsest level's Cholesky against SuperLU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from haloflow.case import load_case
+from haloflow.linalg import kcycle
+from haloflow.linalg import krylov as K
+from haloflow.linalg import lowsync as L
+from haloflow.linalg.amg import AMG, lu_solve
+from haloflow.linalg.poisson import laplacian, smooth_rhs
+from haloflow.mesh import from_case as mesh_from_case
+from haloflow.mesh.blocks import box
+from haloflow.parallel import halo, mpicall
+from haloflow.parallel.local import build_local
+from haloflow.parallel.reduce import Reducer
+from haloflow.physics import solver_from_case
+
+pytestmark = pytest.mark.skipif(mpicall.addresses() is None, reason="no C MPI functions")
+
+COMM = MPI.COMM_SELF
+PROBLEMS = [((14, 12, 10), True), ((14, 12, 10), False), ((48, 40, 1), True),
+            ((48, 40, 1), False), ((20, 20, 20), False)]
+IDS = ["3d-dirichlet", "3d-neumann", "2d-dirichlet", "2d-neumann", "3d-neumann-4-levels"]
+
+
+def _problem(cells, dirichlet):
+    mesh = box(cells)
+    lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
+    A = laplacian(lm, COMM, fixed=("left", "bottom") if dirichlet else ())
+    b = smooth_rhs(lm, Reducer(COMM), zero_mean=not dirichlet)
+    ws = K.Workspace(lm.n_cells, lm.n_owned, 8)
+    ws.reserve(L.PIPECG_VECTORS)
+    return lm, A, b, ws
+
+
+def _counters(amg):
+    return (amg.red.stats.calls, [lev.calls for lev in amg.levels], amg.A.ex.stats.calls,
+            amg.A.ex.stats.fields, amg.allgathers)
+
+
+def _reset(amg):
+    amg.red.stats.calls = amg.allgathers = 0
+    for lev in amg.levels:
+        lev.calls = 0
+    st = amg.A.ex.stats
+    st.calls = st.fields = 0
+
+
+def _compare(krylov, lm, A, b, ws, amg, tol, rel_tol=0.0):
+    """(Python info, compiled info, relative difference of the solutions); the counters of
+    both runs must agree."""
+    _reset(amg)
+    x1 = np.zeros(lm.n_cells)
+    i1 = krylov(A, b, x1, tol, 200, amg.red, ws, amg.apply, rel_tol)
+    c1 = _counters(amg)
+    fast = kcycle.compiled_solver(amg, krylov)
+    assert fast is not None
+    _reset(amg)
+    x2 = np.zeros(lm.n_cells)
+    i2 = fast.solve(b, x2, tol, 200, ws, rel_tol)
+    assert _counters(amg) == c1
+    n = lm.n_owned
+    return i1, i2, np.abs(x1[:n] - x2[:n]).max() / np.abs(x1[:n]).max()
+
+
+@pytest.mark.parametrize("krylov", [K.fcg, L.cg1], ids=["fcg", "cg1"])
+@pytest.mark.parametrize(("cells", "dirichlet"), PROBLEMS, ids=IDS)
+def test_same_iterations_and_answer_as_python(krylov, cells, dirichlet):
+    lm, A, b, ws = _problem(cells, dirichlet)
+    amg = AMG(A, lm, Reducer(COMM))
+    i1, i2, diff = _compare(krylov, lm, A, b, ws, amg, 1e-9)
+    assert i2.iters == i1.iters and i2.converged and i1.converged
+    assert i2.res0 == pytest.approx(i1.res0, rel=1e-12)
+    assert i2.res == pytest.approx(i1.res, rel=1e-5)
+    assert diff < 1e-11
+    if cells == (20, 20, 20):
+        assert len(amg.levels) >= 3  # a K-cycle level between the top and the coarsest
+
+
+def test_v_cycle_and_relative_tolerance():
+    """The V-cycle variant, a relative tolerance, and a solve that starts converged."""
+    lm, A, b, ws = _problem((24, 20, 1), False)
+    amg = AMG(A, lm, Reducer(COMM), cycle="V")
+    i1, i2, diff = _compare(K.fcg, lm, A, b, ws, amg, 1e-12, rel_tol=1e-3)
+    assert i1.iters == i2.iters > 1 and diff < 1e-11
+    fast = kcycle.compiled_solver(amg, K.fcg)
+    x = np.ones(lm.n_cells)
+    info = fast.solve(b, x, 1e3, 200, ws)
+    assert info.iters == 0 and info.converged and np.all(x == 1.0)
+
+
+def test_refresh_follows_new_coefficients():
+    """After new fine coefficients and ``refresh`` the compiled solve equals a Python solve
+    with a twin hierarchy refreshed by ``AMG.refresh`` (the coarse levels' coefficients are
+    views that refresh updates in place; the Cholesky is refactorised)."""
+    lm, A, b, ws = _problem((16, 16, 8), True)
+    amg = AMG(A, lm, Reducer(COMM))
+    fresh = AMG(A, lm, Reducer(COMM))
+    fast = kcycle.compiled_solver(amg, K.fcg)
+    scale = 1.0 + np.linspace(0.0, 2.0, len(A.data))  # symmetric: a function of the face
+    p = A.pattern
+    rows = np.repeat(np.arange(p.n_rows), np.diff(p.indptr).astype(np.int64))
+    S = sp.csr_matrix((A.data, p.indices.astype(np.int64), p.indptr.astype(np.int64)))
+    W = sp.csr_matrix((scale, p.indices.astype(np.int64), p.indptr.astype(np.int64)))
+    W = (W + W.T) * 0.5
+    new = S.multiply(W).tocsr()
+    new.sort_indices()
+    assert np.array_equal(new.indices, p.indices) and len(rows) == len(new.data)
+    A.data[:] = new.data
+    fast.refresh()
+    fresh.refresh()
+    x1, x2 = np.zeros(lm.n_cells), np.zeros(lm.n_cells)
+    i1 = K.fcg(A, b, x1, 1e-10, 200, fresh.red, ws, fresh.apply)
+    i2 = fast.solve(b, x2, 1e-10, 200, ws)
+    assert i1.iters == i2.iters
+    n = lm.n_owned
+    assert np.abs(x1[:n] - x2[:n]).max() < 1e-11 * np.abs(x1[:n]).max()
+    for a, f in zip(amg.levels, fresh.levels, strict=True):
+        assert np.array_equal(a.data, f.data)
+
+
+def _coarsest_solve(f, pinned, rhs):
+    x = np.zeros(len(rhs))
+    lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, pinned, rhs, x,
+             f.y)
+    return x
+
+
+@pytest.mark.parametrize("dirichlet", [True, False])
+def test_coarsest_cholesky_matches_superlu(dirichlet):
+    """The numeric Cholesky on the coarsest level, written in SuperLU's factor format,
+    solves as SuperLU's LU does, the pinned unknown of the all-Neumann matrix included;
+    AMG.apply (Python) then uses the same factors."""
+    lm, A, b, ws = _problem((16, 16, 16), dirichlet)
+    amg = AMG(A, lm, Reducer(COMM))
+    lev = amg.levels[-1]
+    superlu, pinned = lev.lu, lev.pinned
+    fast = kcycle.compiled_solver(amg, K.fcg)
+    assert fast.chol is not None and lev.lu is not superlu
+    assert lev.pinned == pinned == (-1 if dirichlet else lev.n - 1)
+    rhs = np.sin(np.arange(lev.n, dtype=float))
+    if not dirichlet:
+        rhs -= rhs.mean()
+    want = _coarsest_solve(superlu, pinned, rhs)
+    got = _coarsest_solve(lev.lu, lev.pinned, rhs)
+    assert np.abs(got - want).max() < 1e-12 * np.abs(want).max()
+
+
+def test_not_used_for_jacobi_or_threaded_runs(monkeypatch):
+    lm, A, b, ws = _problem((8, 8, 1), True)
+    amg = AMG(A, lm, Reducer(COMM))
+    assert kcycle.compiled_solver(amg, K.pcg) is None
+    assert kcycle.compiled_solver(amg, L.pipecg) is None
+    monkeypatch.setattr(kcycle.threads, "threaded", lambda: True)
+    assert kcycle.compiled_solver(amg, K.fcg) is None
+
+
+def _cavity(method, compiled, monkeypatch, steps=4, case="cavity", sets=None):
+    if not compiled:
+        monkeypatch.setattr(kcycle.mpicall, "addresses", lambda: None)
+    sets = sets if sets is not None else ["mesh.cells=[10,10,10]", "boundary.front.type=wall",
+                                          "boundary.back.type=wall", "solver.dt=0.05"]
+    case = load_case(case, [*sets, f"solver.pressure.method={method}"])
+    m = mesh_from_case(case.mesh)
+    lm = build_local(m, np.zeros(m.n_cells, dtype=np.int64), 0)
+    s = solver_from_case(lm, case, halo.make("packed", lm, COMM), COMM)
+    iters = [[i.iters for i in s.step().p_solves] for _ in range(steps)]
+    monkeypatch.undo()
+    return s, iters
+
+
+@pytest.mark.parametrize("method", ["amg-cg", "amg-cg1"])
+def test_cavity_steps_equal_python_path(method, monkeypatch):
+    """The pressure equation's hook: a 3D cavity takes the same pressure iterations and
+    reaches the same fields with and without the compiled solve, with the same number of
+    allreduces and exchanges."""
+    s1, it1 = _cavity(method, False, monkeypatch)
+    s2, it2 = _cavity(method, True, monkeypatch)
+    assert s1.pressure.compiled is None and s2.pressure.compiled is not None
+    assert it1 == it2
+    assert np.abs(s1.p - s2.p).max() < 1e-9 * np.abs(s1.p).max()
+    assert np.abs(s1.U - s2.U).max() < 1e-9
+    assert s1.red.stats.calls == s2.red.stats.calls
+    a1, a2 = s1.pressure.amg, s2.pressure.amg
+    assert [lev.calls for lev in a1.levels] == [lev.calls for lev in a2.levels]
+    assert a1.profile() == a2.profile()
+
+
+def test_periodic_box_equal_python_path(monkeypatch):
+    """A uniform flow in a periodic box (its coarsest level's pattern alone is singular, so the
+    Cholesky ordering is taken from a dominant matrix on that pattern)."""
+    sets = ["mesh.cells=[16,16,1]", "initial.type=uniform", "initial.U=[0.3,0.2,0]",
+            "postprocess.taylor_green=false"]
+    s1, it1 = _cavity("amg-cg", False, monkeypatch, 3, "taylor_green", sets)
+    s2, it2 = _cavity("amg-cg", True, monkeypatch, 3, "taylor_green", sets)
+    assert s2.pressure.compiled is not None and it1 == it2
+    assert np.abs(s1.U - s2.U).max() < 1e-9 * np.abs(s1.U).max()
