@@ -50,10 +50,13 @@ the all-Neumann finite-volume Laplacian):
   Before, the level was gathered on rank 0, which solved it while the others waited, with a
   gather and a scatter per visit.  The redundant work does not shrink with more ranks (the
   performance model's serial part), so it is kept small: 62^3 cavity on 1 rank, 10.7
-  pressure iterations per step either way, its share of a step 10.8 % with the gather below
-  4000 rows (K-cycle on 3993 rows, LU on 1092) and 0.6 % below 100 (LU on 46 rows; the time
-  of the Python calls, about 10 us per visit, most of it); the price is more distributed
-  levels, whose exchanges and reductions are priced by the model.
+  pressure iterations per step either way, its share of a step 11-12 % with the gather below
+  4000 rows (K-cycle on 3993 rows, LU on 1092) and about 1 % below 300 (a dense LU on 109
+  rows; most of it the Python calls, 3-5 us per visit; compiled about 0.4 %).  Replicating
+  below 100 (LU on 46 rows) measured 0.4-0.5 %, but on 1000-row problems cg1 and pipecg then
+  took 2 iterations more in parallel than serially.  The price is more distributed levels,
+  whose exchanges and reductions the model prices; on a slow network pass a larger
+  ``gather_below`` (the hierarchy and the iterations stay the same).
 - *Small levels get one plain cycle.*  Below ``KRYLOV_ABOVE`` global rows a level is not
   solved by the K-cycle's two Krylov steps but by one cycle: without it the visits, and the
   reductions, double at every level (62^3: 64 reductions per application against 33), for
@@ -83,14 +86,14 @@ from .matrix import IDX
 
 NULL_PHASE = NULL_TIMERS("")  # an untimed block
 
-GATHER_BELOW = 100  # every rank holds the whole coarse problem once it has fewer rows
-COARSEST = 100  # solve directly (sparse LU) below this many unknowns
+GATHER_BELOW = 300  # every rank holds the whole coarse problem once it has fewer rows
+COARSEST = 300  # solve directly (LU) at or below this many unknowns
 MIN_RATIO = 1.4  # stop coarsening if a level shrinks by less than this factor
 STRENGTH = 0.25  # pair only with couplings at least this fraction of the row's strongest
 TIE = 1e-6  # couplings within this relative difference are equally strong
 KAPPA = 4.5  # refuse tentative aggregates whose two-grid quality mu(G) exceeds this
 KCYCLE_T = 0.25  # K-cycle: skip the second Krylov step if the residual fell by this factor
-DENSE_LU = 400  # a coarsest level of at most this many rows gets a dense LU
+DENSE_LU = 200  # a coarsest level of at most this many rows gets a dense LU
 KRYLOV_ABOVE = 500  # K-cycle: levels with fewer global rows get one plain cycle per visit
 RESWEEP = 1  # distributed levels: sweep the rows next to the cut again with fresh ghosts
 RESWEEP_ABOVE = 2000  # ... on coarse levels of at least this many global rows (serial: counted)
