@@ -64,6 +64,8 @@ def local_mesh(case, comm, log=None):
         notes = [] if log else None
         try:
             mesh = from_case(case.mesh, notes)
+            refuse_broken(mesh, case.mesh.file if case.mesh.type == "file" else
+                          f"the {case.mesh.type} mesh")
         except MeshError as e:  # read on rank 0 only: every rank must stop with it
             err = str(e)
         for n in notes or ():
@@ -74,6 +76,22 @@ def local_mesh(case, comm, log=None):
     if err:
         raise RunError(err)
     return distribute(mesh, parts, comm)
+
+
+def refuse_broken(mesh, where: str) -> None:
+    """The checks of ``haloflow mesh check``: a mesh it calls broken (open or inside-out
+    cells, bad topology) is refused before any rank steps on it.  The geometry the check
+    computes is dropped again: rank 0 keeps only what partitioning needs."""
+    from ..mesh import MeshError
+    from ..mesh.quality import check
+
+    had = mesh.geometry is not None
+    rep = check(mesh)
+    if not had:
+        mesh.geometry = None
+    if not rep.ok:
+        raise MeshError(f"{where}: the mesh is broken: {'; '.join(rep.problems)} (haloflow "
+                        "mesh check shows the details)")
 
 
 def setup(case, comm, threads: int, log) -> Run:

@@ -1,0 +1,54 @@
+"""How much memory an input may ask for, checked before anything that large is allocated.
+
+A few bytes of input can claim billions of items (an OpenFOAM ``N{value}`` list, a Gmsh
+element count, ``mesh.cells``); the readers and mesh generators compare such claims with
+what this process may still allocate and refuse with a one-line message instead of
+starting an allocation that ends in a MemoryError, the OOM killer or swap.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+
+GIB = 1 << 30
+
+
+def available_bytes() -> int:
+    """What this process may still allocate: the kernel's MemAvailable, and no more than
+    the address-space limit (``ulimit -v``) leaves."""
+    avail = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError):
+            avail = 1 << 62
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        try:
+            with open("/proc/self/statm", encoding="ascii") as f:
+                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            used = 0
+        avail = min(avail, max(soft - used, 0))
+    return avail
+
+
+def too_big(nbytes: float) -> str | None:
+    """None if ``nbytes`` fit in what is available; otherwise why not, for a message."""
+    avail = available_bytes()
+    if nbytes <= avail:
+        return None
+    return f"needs about {_size(nbytes)}, but only {_size(avail)} of memory is available"
+
+
+def _size(n: float) -> str:
+    return f"{n / GIB:.3g} GiB" if n >= GIB / 10 else f"{n / (1 << 20):.3g} MiB"
