@@ -95,10 +95,10 @@ def _prescan(path: Path, data) -> None:
     claims more than its section's bytes allow is a corrupt file, not a mesh (a small file
     claiming 10^8 elements would otherwise allocate gigabytes)."""
     if not len(data) or not bytes(data[:4096]).strip():
-        raise MeshError(f"{path}: empty file; expected a Gmsh .msh mesh")
+        raise MeshError(f"{path}: not a readable Gmsh file (the file is empty)")
     head = re.search(rb"\$MeshFormat\s+(\d+(?:\.\d+)?)\s+(\d+)\s+(\d+)", data[:4096])
     if head is None:
-        raise MeshError(f"{path}: no $MeshFormat header; expected a Gmsh .msh mesh")
+        raise MeshError(f"{path}: not a readable Gmsh file (no $MeshFormat header)")
     v4, binary = float(head[1]) >= 4, head[2] == b"1"
     size_t = int(head[3]) if binary and int(head[3]) in (4, 8) else 8
     for name in (b"Nodes", b"Elements"):
