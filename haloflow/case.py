@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["Case", "CaseError", "KeyProblem", "builtin_cases", "load_case"]
+__all__ = ["Case", "CaseError", "KeyProblem", "builtin_cases", "generated_cells", "load_case"]
 
 CASES_DIR = Path(__file__).parent / "cases"
 
@@ -659,8 +659,9 @@ def _mesh(raw, base: Path) -> SimpleNamespace:
     n = _cell_count(out, kind)
     if n > MAX_CELLS:
         key = {"box": "cells", "step": "cells_x"}.get(kind, "cells_around")
-        raise KeyProblem(path + (key,), f"mesh.{key}: {_shown(getattr(out, key))} makes {n} "
-                         f"cells; at most {MAX_CELLS} are allowed",
+        raise KeyProblem(path + (key,), f"mesh.{key}: {_shown(getattr(out, key))} makes "
+                         f"{'up to ' * (kind == 'cylinder')}{n} cells; at most {MAX_CELLS} are "
+                         "allowed",
                          also=[path + ("cells_y",)] if kind == "step" else [])
     if kind == "file":
         if "\0" in out.file:
@@ -686,8 +687,14 @@ def _cell_count(m: SimpleNamespace, kind: str) -> int:
     if kind == "step":
         return sum(m.cells_x) * m.cells_y[1] + m.cells_x[1] * m.cells_y[0]
     if kind == "cylinder":
-        return m.cells_around * m.cells_around  # an upper bound of the O-grid's cells
+        return 2 * m.cells_around**2  # an upper bound of the O-grid channel's cells
     return 0
+
+
+def generated_cells(mesh: SimpleNamespace) -> int:
+    """The cells of a case's generated box or step mesh; 0 where only the mesh knows (a
+    file; the cylinder's count, which this bounds by ``2 cells_around**2``)."""
+    return _cell_count(mesh, mesh.type) if mesh.type in ("box", "step") else 0
 
 
 def _solver(raw) -> SimpleNamespace:
