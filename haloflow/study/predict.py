@@ -252,10 +252,12 @@ def _safe(name: str) -> str:
 
 
 def main(args) -> int:
+    from ..mpiutil import one_line
+
     try:
         return _main(args)
     except M.ModelError as e:
-        print(f"haloflow: error: {e}", file=sys.stderr)
+        print(one_line(f"haloflow: error: {e}"), file=sys.stderr)
         return 2
 
 

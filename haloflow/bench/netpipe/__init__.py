@@ -159,12 +159,13 @@ def options(args) -> Options:
 def main(args) -> int:
     """Entry point of the sub-command (``haloflow netpipe ...``)."""
     if args.tcp or args.listen or args.connect:  # no MPI at all on this path
+        from ...mpiutil import one_line
         from .tcp import run_tcp
 
         try:
             return run_tcp(options(args))
         except UserError as e:
-            sys.stderr.write(f"haloflow: error: {e}\n")
+            sys.stderr.write(one_line(f"haloflow: error: {e}") + "\n")
             return e.exit_code
     from ...mpiutil import fail_fast, get_comm
 
