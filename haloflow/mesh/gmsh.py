@@ -116,10 +116,12 @@ def _prescan(path: Path, data) -> None:
             else:
                 _claim(len(body), int(bytes(body[:32]).split()[0]), 4 if binary else 2, 1)
         except (ValueError, IndexError, struct.error):
-            raise MeshError(f"{path}: the ${name.decode()} section is malformed") from None
+            raise MeshError(f"{path}: not a readable Gmsh file (its ${name.decode()} section "
+                            "is malformed)") from None
         except _Claim as c:
-            raise MeshError(f"{path}: the ${name.decode()} section claims {c} items, more than "
-                            f"its {len(body)} bytes hold (a corrupt or truncated file)") from None
+            raise MeshError(f"{path}: not a readable Gmsh file (its ${name.decode()} section "
+                            f"claims {c} items, more than its {len(body)} bytes hold: corrupt "
+                            "or truncated)") from None
 
 
 class _Claim(Exception):
