@@ -19,7 +19,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["Case", "CaseError", "KeyProblem", "builtin_cases", "generated_cells", "load_case"]
+from .limits import generated_cells
+
+__all__ = ["Case", "CaseError", "KeyProblem", "builtin_cases", "load_case"]
 
 CASES_DIR = Path(__file__).parent / "cases"
 
@@ -656,7 +658,7 @@ def _mesh(raw, base: Path) -> SimpleNamespace:
     if kind == "cylinder" and out.cells_around % 4:
         raise KeyProblem(path + ("cells_around",), "mesh.cells_around: expected a multiple of 4 "
                          f"(one O-grid block per quarter of the cylinder), got {out.cells_around}")
-    n = _cell_count(out, kind)
+    n = generated_cells(out)
     if n > MAX_CELLS:
         key = {"box": "cells", "step": "cells_x"}.get(kind, "cells_around")
         raise KeyProblem(path + (key,), f"mesh.{key}: {_shown(getattr(out, key))} makes "
@@ -678,23 +680,6 @@ def _mesh(raw, base: Path) -> SimpleNamespace:
                                                f"{_shown(out.file)} (looked for {where})")
         out.file = str(where)
     return out
-
-
-def _cell_count(m: SimpleNamespace, kind: str) -> int:
-    """The cells a generated mesh will have, known before it is built (0 for a file)."""
-    if kind == "box":
-        return math.prod(m.cells)
-    if kind == "step":
-        return sum(m.cells_x) * m.cells_y[1] + m.cells_x[1] * m.cells_y[0]
-    if kind == "cylinder":
-        return 2 * m.cells_around**2  # an upper bound of the O-grid channel's cells
-    return 0
-
-
-def generated_cells(mesh: SimpleNamespace) -> int:
-    """The cells of a case's generated box or step mesh; 0 where only the mesh knows (a
-    file; the cylinder's count, which this bounds by ``2 cells_around**2``)."""
-    return _cell_count(mesh, mesh.type) if mesh.type in ("box", "step") else 0
 
 
 def _solver(raw) -> SimpleNamespace:

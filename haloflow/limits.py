@@ -8,6 +8,7 @@ starting an allocation that ends in a MemoryError, the OOM killer or swap.
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 
@@ -52,3 +53,16 @@ def too_big(nbytes: float) -> str | None:
 
 def _size(n: float) -> str:
     return f"{n / GIB:.3g} GiB" if n >= GIB / 10 else f"{n / (1 << 20):.3g} MiB"
+
+
+def generated_cells(mesh) -> int:
+    """The cells of a case's generated mesh (``case.mesh``), known before it is built: exact
+    for a box or a step, an upper bound (``2 cells_around**2``) for the cylinder channel, 0
+    for a mesh file."""
+    if mesh.type == "box":
+        return math.prod(mesh.cells)
+    if mesh.type == "step":
+        return sum(mesh.cells_x) * mesh.cells_y[1] + mesh.cells_x[1] * mesh.cells_y[0]
+    if mesh.type == "cylinder":
+        return 2 * mesh.cells_around**2
+    return 0

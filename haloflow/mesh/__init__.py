@@ -84,8 +84,7 @@ BYTES_PER_CELL = 400
 def from_case(m, notes: list[str] | None = None):
     """The global mesh a case's ``[mesh]`` section describes (``case.mesh``), with its
     ``periodic`` patch pairs joined."""
-    from ..case import generated_cells
-    from ..limits import too_big
+    from ..limits import generated_cells, too_big
 
     n = generated_cells(m)
     why = too_big(n * BYTES_PER_CELL)
