@@ -13,6 +13,10 @@ import os
 import resource
 
 GIB = 1 << 30
+# what a run costs per cell, all ranks of a node together, a floor (measured: about 1.4 KB
+# per cell at 10^5 cells on one rank, the global mesh on rank 0 included): a run that
+# cannot have this much is refused before its mesh is built
+RUN_BYTES_PER_CELL = 1000
 
 
 def available_bytes() -> int:

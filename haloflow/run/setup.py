@@ -54,6 +54,7 @@ def local_mesh(case, comm, log=None):
     """Collective: this rank's LocalMesh of the case's mesh.  Rank 0 builds (or reads) and
     partitions the global mesh; a mesh error there stops every rank with it.  What a reader
     had to decide goes to ``log`` on rank 0 (None: warnings)."""
+    from ..limits import generated_cells
     from ..mesh import MeshError, from_case
     from ..parallel.decompose import decompose
     from ..parallel.local import distribute
@@ -63,9 +64,11 @@ def local_mesh(case, comm, log=None):
     if comm.rank == 0:
         notes = [] if log else None
         try:
+            where = case.mesh.file if case.mesh.type == "file" else f"the {case.mesh.type} mesh"
+            fits(generated_cells(case.mesh), where)
             mesh = from_case(case.mesh, notes)
-            refuse_broken(mesh, case.mesh.file if case.mesh.type == "file" else
-                          f"the {case.mesh.type} mesh")
+            fits(mesh.n_cells, where)
+            refuse_broken(mesh, where)
         except MeshError as e:  # read on rank 0 only: every rank must stop with it
             err = str(e)
         for n in notes or ():
@@ -76,6 +79,16 @@ def local_mesh(case, comm, log=None):
     if err:
         raise RunError(err)
     return distribute(mesh, parts, comm)
+
+
+def fits(n_cells: int, where: str) -> None:
+    """A run of ``n_cells`` fits in the memory left, by the per-cell floor of a run."""
+    from ..limits import RUN_BYTES_PER_CELL, too_big
+    from ..mesh import MeshError
+
+    why = too_big(n_cells * RUN_BYTES_PER_CELL)
+    if why:
+        raise MeshError(f"{where}: a run on {n_cells} cells {why}")
 
 
 def refuse_broken(mesh, where: str) -> None:
