@@ -33,7 +33,7 @@ FUZZ = settings(max_examples=_LONG or 8, deadline=None, derandomize=not _LONG, d
                 suppress_health_check=list(HealthCheck))
 
 # anything a shell can pass: no NUL (argv cannot hold one), control characters included
-CHARS = st.characters(exclude_characters="\x00")
+CHARS = st.characters(exclude_characters="\x00", exclude_categories=("Cs",))
 
 KEYS = ["mesh.cells", "mesh.lengths", "mesh.grading", "mesh.origin", "mesh.type", "mesh.file",
         "physics.nu", "solver.dt", "solver.end_time", "solver.n_correctors",
