@@ -493,7 +493,10 @@ def _read(path: Path, label: str) -> dict:
         if len(data) > MAX_CASE_BYTES:
             raise CaseError(f"{label}: larger than {MAX_CASE_BYTES >> 20} MiB; expected a "
                             "case file (TOML settings)")
-        return tomllib.loads(data.decode("utf-8"))
+        raw = tomllib.loads(data.decode("utf-8"))
+        if _too_deep(raw):
+            raise RecursionError
+        return raw
     except RecursionError:
         raise CaseError(f"{label}: arrays or tables nested too deeply") from None
     except tomllib.TOMLDecodeError as e:
@@ -510,6 +513,19 @@ def _read(path: Path, label: str) -> dict:
 
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
+MAX_DEPTH = 32  # tables and arrays within each other: a case needs 4
+
+
+def _too_deep(value) -> bool:
+    """Nested deeper than MAX_DEPTH (checked without recursion: messages and checks that
+    walk a value recursively must never meet one deep enough to exhaust the stack)."""
+    level = [value]
+    for _ in range(MAX_DEPTH + 1):
+        level = [x for v in level for x in (v.values() if isinstance(v, dict) else
+                                            v if isinstance(v, list) else ())]
+        if not level:
+            return False
+    return True
 
 
 def _parse_override(text: str) -> tuple[tuple[str, ...], Any]:
@@ -520,7 +536,10 @@ def _parse_override(text: str) -> tuple[tuple[str, ...], Any]:
         raise CaseError(f"{_set(text)}: expected section.key=VALUE, e.g. --set solver.dt=0.01")
     value = value.strip()
     try:
-        return keys, tomllib.loads("v = " + value)["v"]
+        parsed = tomllib.loads("v = " + value)["v"]
+        if _too_deep(parsed):
+            raise RecursionError
+        return keys, parsed
     except RecursionError:
         raise CaseError(f"{_set(text)}: the value is nested too deeply") from None
     except tomllib.TOMLDecodeError:
@@ -547,8 +566,9 @@ def _blame(paths: list[tuple[str, ...]], applied, label: str) -> str:
 
 
 def _set(text: str) -> str:
-    """An override as named in messages, kept on one line."""
-    return f"--set {text if text.isprintable() else _string(text)}"
+    """An override as named in messages, kept on one line and not too long."""
+    shown = text if text.isprintable() else _string(text)
+    return f"--set {shown if len(shown) <= 120 else shown[:117] + '...'}"
 
 
 # -- validation --------------------------------------------------------------------------------
