@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -138,7 +139,7 @@ def test_fuzz_case_files(data):
 MESH_FILES = [("foam", "constant/polyMesh/owner"), ("foam", "constant/polyMesh/neighbour"),
               ("foam", "constant/polyMesh/points"), ("foam", "constant/polyMesh/faces"),
               ("foam", "constant/polyMesh/boundary"), ("foam", "system/blockMeshDict"),
-              ("gmsh", "tri2d.msh")]
+              ("gmsh", "tri2d.msh"), ("gmsh", "mixed2d_v2.msh")]
 
 
 @FUZZ
@@ -169,17 +170,20 @@ def test_fuzz_mesh_files(data):
 
 
 def _gmsh_case(mesh: Path) -> str:
-    """tri2d.msh's patches (inlet, outlet, walls; front and back from the extrusion)."""
+    """The patches of tri2d.msh (inlet, outlet, walls) or mixed2d_v2.msh (left, right,
+    walls); front and back come from the extrusion."""
+    inlet, outlet = ("left", "right") if "mixed" in Path(mesh).name else ("inlet", "outlet")
     return CASE.format(file=mesh).split("[boundary.top]")[0] + (
-        '[boundary.inlet]\ntype = "inlet"\nU = [1.0, 0.0, 0.0]\n[boundary.outlet]\n'
+        f'[boundary.{inlet}]\ntype = "inlet"\nU = [1.0, 0.0, 0.0]\n[boundary.{outlet}]\n'
         'type = "outlet"\n[boundary.walls]\ntype = "wall"\n[boundary.front]\ntype = "empty"\n'
         '[boundary.back]\ntype = "empty"\n[solver]\ndt = 0.01\nend_time = 1.0\n')
 
 
-def test_fuzz_baseline_runs(tmp_path):
-    """Unmutated, the Gmsh case runs (the polyMesh one: test_fuzz_reproducers): the fuzz
+@pytest.mark.parametrize("name", ["tri2d.msh", "mixed2d_v2.msh"])
+def test_fuzz_baseline_runs(tmp_path, name):
+    """Unmutated, the Gmsh cases run (the polyMesh one: test_fuzz_reproducers): the fuzz
     cases start from good input."""
     case = tmp_path / "case.toml"
-    case.write_text(_gmsh_case(GMSH / "tri2d.msh"))
+    case.write_text(_gmsh_case(GMSH / name))
     res = run(case, "-o", tmp_path / "out", *FAST)
     assert res is not None and res.returncode == 0, res and res.stderr
