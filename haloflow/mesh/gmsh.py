@@ -12,9 +12,12 @@ elements they coincide with; the rest go to a patch ``defaultFaces``.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import mmap
 import re
 import struct
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,10 +76,17 @@ def _load(path: Path):
                      if path.stat().st_size else b"")
     except OSError as e:
         raise MeshError(f"{path}: cannot read ({e.strerror})") from None
+    said = io.StringIO()  # meshio prints its own warnings and errors: one line is ours
     try:
-        return meshio.read(path, file_format="gmsh")
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return meshio.read(path, file_format="gmsh")
     except (Exception, SystemExit) as e:  # noqa: BLE001 - meshio raises (or exits) many ways
+        lines = [ln.strip() for ln in said.getvalue().splitlines() if ln.strip()]
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if isinstance(e, SystemExit) or not msg:
+            msg = lines[-1] if lines else "meshio gave up"
         raise MeshError(f"{path}: not a readable Gmsh file ({_printable(msg)})") from None
 
 

@@ -310,6 +310,16 @@ def test_empty_or_unreadable_msh(tmp_path, content):
     assert "bad.msh" in msg and "Gmsh" in msg
 
 
+def test_meshio_prints_nothing_of_its_own(tmp_path):
+    """Found by the fuzz test: meshio wrote a warning and an error line of its own before
+    exiting; haloflow's one line must be all."""
+    lines = (GMSH / "tri2d.msh").read_text().splitlines(keepends=True)
+    path = tmp_path / "noend.msh"
+    path.write_text("".join(lines[:2] + lines[3:]))  # $EndMeshFormat dropped
+    msg = one_line(haloflow("mesh", "check", path))
+    assert "noend.msh: not a readable Gmsh file" in msg
+
+
 @pytest.mark.parametrize("value", ["nan", "1e308", "-inf"])
 def test_non_finite_or_huge_coordinates(tmp_path, value):
     points = _foam_copy(tmp_path) / "points"
