@@ -89,7 +89,7 @@ def from_case(m, notes: list[str] | None = None):
     n = generated_cells(m)
     why = too_big(n * BYTES_PER_CELL)
     if why:
-        keys = "cells" if m.type == "box" else "cells_x, mesh.cells_y"
+        keys = {"box": "cells", "step": "cells_x, mesh.cells_y"}.get(m.type, "cells_around")
         raise MeshError(f"mesh.{keys}: {n} cells {why}")
     mesh = _unjoined(m, notes)
     if getattr(m, "periodic", ()):
