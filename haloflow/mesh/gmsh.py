@@ -236,6 +236,8 @@ def _topology(path: Path, thickness: float, notes: list[str]) -> _Topology:
             "line": 1}
     blocks = _blocks(m, dims, notes)
     points = np.asarray(m.points, dtype=np.float64)
+    if points.ndim != 2 or not len(points) or points.shape[1] not in (2, 3):
+        raise MeshError(f"{path}: not a readable Gmsh file (no nodes)")
     if points.shape[1] == 2:
         points = np.column_stack([points, np.zeros(len(points))])
     _finite(path, points)
