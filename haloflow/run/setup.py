@@ -65,7 +65,9 @@ def local_mesh(case, comm, log=None):
         notes = [] if log else None
         try:
             where = case.mesh.file if case.mesh.type == "file" else f"the {case.mesh.type} mesh"
-            fits(generated_cells(case.mesh), where)
+            key = {"box": "mesh.cells", "step": "mesh.cells_x, mesh.cells_y",
+                   "cylinder": "mesh.cells_around"}.get(case.mesh.type, where)
+            fits(generated_cells(case.mesh), key)
             mesh = from_case(case.mesh, notes)
             fits(mesh.n_cells, where)
             refuse_broken(mesh, where)
