@@ -28,9 +28,9 @@ FAST = ["--steps", "1", "--quiet", "--set", "output.fields=false", "--set",
         "output.plots=false", "--set", "postprocess.cavity=false"]
 TINY = ["--set", "mesh.cells=[3,3,1]"]
 
-# HALOFLOW_FUZZ_EXAMPLES=N: a longer campaign with fresh random inputs (default: 8, seeded)
+# HALOFLOW_FUZZ_EXAMPLES=N: a longer campaign with fresh random inputs (default: 10, seeded)
 _LONG = int(os.environ.get("HALOFLOW_FUZZ_EXAMPLES", "0"))
-FUZZ = settings(max_examples=_LONG or 8, deadline=None, derandomize=not _LONG, database=None,
+FUZZ = settings(max_examples=_LONG or 10, deadline=None, derandomize=not _LONG, database=None,
                 suppress_health_check=list(HealthCheck))
 
 # anything a shell can pass: no NUL (argv cannot hold one), control characters included
