@@ -19,6 +19,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .limits import generated_cells
+
 __all__ = ["Case", "CaseError", "KeyProblem", "builtin_cases", "load_case"]
 
 CASES_DIR = Path(__file__).parent / "cases"
@@ -60,6 +62,11 @@ def _string(s: str) -> str:
         return f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c
 
     return '"' + "".join(esc(c) for c in s) + '"'
+
+
+def _q(name: str) -> str:
+    """A name from the user in quotes; escaped when it holds control characters."""
+    return f"'{name}'" if name.isprintable() else _string(name)
 
 
 def _key(k: str) -> str:
@@ -106,31 +113,45 @@ def _is_number(v) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _number(lo: float | None = None, *, strict: bool = False) -> _Kind:
+# Magnitudes past these make a mesh's areas and volumes (a length cubed, over up to 10^9
+# cells) or a solver's coefficients under- or overflow a double: refused as input.
+BIG = 1e30
+TINY = 1e-30
+
+
+def _number(lo: float | None = None, *, strict: bool = False, tiny: float = 0.0,
+            big: float = BIG) -> _Kind:
+    """A finite number above ``lo``, at most ``big`` in magnitude and, when ``tiny`` is set,
+    at least ``tiny`` unless zero is allowed and given."""
     if lo is None:
-        what = "a number"
+        what = f"a number between -{big:g} and {big:g}"
     elif strict and lo == 0:
-        what = "a positive number"
+        what = f"a positive number from {tiny:g} to {big:g}" if tiny else \
+            f"a positive number up to {big:g}"
     else:
-        what = f"a number {'>' if strict else '>='} {lo:g}"
+        what = f"a number {'>' if strict else '>='} {lo:g}, at most {big:g}"
 
     def check(v):
-        if not _is_number(v) or not math.isfinite(v):
+        if not _is_number(v) or not math.isfinite(v) or abs(v) > big:
             raise _Invalid
         if lo is not None and (v <= lo if strict else v < lo):
+            raise _Invalid
+        if tiny and v and abs(v) < tiny:
             raise _Invalid
         return float(v)
 
     return _Kind(what, check)
 
 
-def _integer(lo: int) -> _Kind:
+def _integer(lo: int, hi: int = 2**31 - 1) -> _Kind:
+    """An integer in [lo, hi]: every count has a ceiling, so that no input asks for a loop
+    or an array without end (a million PISO correctors, 2**63 cells)."""
     def check(v):
-        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
             raise _Invalid
         return v
 
-    return _Kind(f"an integer >= {lo}", check)
+    return _Kind(f"an integer from {lo} to {hi}", check)
 
 
 def _boolean() -> _Kind:
@@ -205,14 +226,18 @@ def _fraction() -> _Kind:
     return _Kind("a number in (0, 1]", check)
 
 
-_POSITIVE = _number(0, strict=True)
+_POSITIVE = _number(0, strict=True, tiny=TINY)
+_GRADING = _number(0, strict=True, tiny=1e-8, big=1e8)  # last/first cell size
 _FRACTION = _fraction()
 _REAL = _number()
-_XYZ = _vector(_REAL, "numbers")
+_XYZ = _vector(_REAL, f"numbers between -{BIG:g} and {BIG:g}")
 
 _MESH_TYPE = _Key(_choice("box", "step", "cylinder", "file"), "box")
 # patch pairs joined by a translation (haloflow.mesh.periodic); any mesh type takes it
 _PERIODIC = _Key(_pairs(), ())
+
+# The most cells a mesh may have: rank 0 builds the whole mesh, with 32-bit-safe counts.
+MAX_CELLS = 2**31 - 1
 
 _SECTIONS = ("mesh", "initial", "physics", "boundary", "solver", "parallel", "output",
              "postprocess")
@@ -229,10 +254,13 @@ def _schema() -> dict[str, Any]:
     return {
         "mesh": {  # a box; mesh.type = "file" has the keys of _MESH_FILE instead
             "type": _MESH_TYPE,
-            "cells": _Key(_vector(_integer(1), "positive integers")),
-            "lengths": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
+            "cells": _Key(_vector(_integer(1, MAX_CELLS), "integers from 1 to "
+                                  f"{MAX_CELLS}")),
+            "lengths": _Key(_vector(_POSITIVE, f"positive numbers from {TINY:g} to {BIG:g}"),
+                            (1.0, 1.0, 1.0)),
             "origin": _Key(_XYZ, (0.0, 0.0, 0.0)),
-            "grading": _Key(_vector(_POSITIVE, "positive numbers"), (1.0, 1.0, 1.0)),
+            "grading": _Key(_vector(_GRADING, "positive numbers from 1e-08 to 1e+08"),
+                            (1.0, 1.0, 1.0)),
             "periodic": _PERIODIC,
         },
         "initial": {  # the velocity and pressure at t = 0
@@ -249,16 +277,16 @@ def _schema() -> dict[str, Any]:
             "dt": _Key(_POSITIVE),
             "end_time": _Key(_POSITIVE),
             "steady_tol": _Key(_number(0), 1e-5),
-            "n_correctors": _Key(_integer(1), 2),
+            "n_correctors": _Key(_integer(1, 100), 2),
             "time_scheme": _Key(_choice("euler", "backward"), "euler"),  # PISO: backward = BDF2
             "convection": _Key(_choice("upwind", "linear", "linear-upwind"), "linear"),
-            "max_steps": _Key(_integer(0), 0),
+            "max_steps": _Key(_integer(0, 10**12), 0),
             "algorithm": _Key(_choice(*SOLVERS), "piso"),
             "gradient": _Key(_choice("gauss", "least-squares"), "gauss"),
             "laplacian": _Key(_choice("corrected", "uncorrected"), "corrected"),
-            "n_nonorth_correctors": _Key(_integer(0), 0),
+            "n_nonorth_correctors": _Key(_integer(0, 100), 0),
             "residual_tol": _Key(_number(0), 1e-5),  # SIMPLE
-            "max_iterations": _Key(_integer(1), 5000),  # SIMPLE
+            "max_iterations": _Key(_integer(1, 10**9), 5000),  # SIMPLE
             "consistent": _Key(_boolean(), False),  # SIMPLEC
             "relaxation": {  # SIMPLE
                 "U": _Key(_FRACTION, 0.7),
@@ -269,27 +297,27 @@ def _schema() -> dict[str, Any]:
                 "tol": _Key(_POSITIVE, 1e-8),
                 "rel_tol": _Key(_number(0), 0.0),  # stop at rel_tol x the initial residual
                 "final_rel_tol": _Key(_number(0), 0.0),  # on a PISO step's last solve
-                "max_iter": _Key(_integer(1), 5000),
+                "max_iter": _Key(_integer(1, 10**7), 5000),
             },
             "momentum": {
                 "method": _Key(_choice("bicgstab-jacobi", "bicgstab-sgs", "sgs"),
                                "bicgstab-jacobi"),
                 "tol": _Key(_POSITIVE, 1e-8),
                 "rel_tol": _Key(_number(0), 0.0),
-                "max_iter": _Key(_integer(1), 1000),
-                "n_sweeps": _Key(_integer(1), 1),  # sgs: sweeps between residual checks
+                "max_iter": _Key(_integer(1, 10**7), 1000),
+                "n_sweeps": _Key(_integer(1, 1000), 1),  # sgs: sweeps between residual checks
             },
         },
         "parallel": {
             "decomposition": _Key(_choice("metis", "rcb", "simple"), "metis"),
             "halo": _Key(_choice(*STRATEGIES), "aggregated"),
             "staging": _Key(_choice("host", "device"), "host"),
-            "threads": _Key(_integer(1), 1),
+            "threads": _Key(_integer(1, 4096), 1),
         },
         "output": {
             "fields": _Key(_boolean(), True),
             "plots": _Key(_boolean(), True),
-            "log_every": _Key(_integer(1), 20),
+            "log_every": _Key(_integer(1, 10**12), 20),
         },
         "postprocess": _postprocess(),
     }
@@ -324,18 +352,19 @@ _MESH_STEP = {
     "step_height": _Key(_POSITIVE, 0.9423),
     "upstream_length": _Key(_POSITIVE, 2.0),
     "downstream_length": _Key(_POSITIVE, 30.0),
-    "cells_x": _Key(_vector(_integer(1), "positive integers (upstream, downstream)", 2)),
-    "cells_y": _Key(_vector(_integer(1), "positive integers (below the step, inlet channel)",
-                            2)),
-    "grading": _Key(_POSITIVE, 1.0),  # last/first cell size along the downstream channel
+    "cells_x": _Key(_vector(_integer(1, MAX_CELLS), "positive integers (upstream, "
+                            "downstream)", 2)),
+    "cells_y": _Key(_vector(_integer(1, MAX_CELLS), "positive integers (below the step, "
+                            "inlet channel)", 2)),
+    "grading": _Key(_GRADING, 1.0),  # last/first cell size along the downstream channel
     "periodic": _PERIODIC,
 }
 
 # The DFG 1995 cylinder channel (haloflow.mesh.cylinder): an O-grid around the cylinder.
 _MESH_CYLINDER = {
     "type": _MESH_TYPE,
-    "cells_around": _Key(_integer(8), 64),  # a multiple of 4: checked in _mesh
-    "grading": _Key(_POSITIVE, 5.0),  # last/first radial cell size of the O-grid
+    "cells_around": _Key(_integer(8, 2**20), 64),  # a multiple of 4: checked in _mesh
+    "grading": _Key(_GRADING, 5.0),  # last/first radial cell size of the O-grid
     "thickness": _Key(_POSITIVE, 0.1),  # the one cell in z
     "periodic": _PERIODIC,
 }
@@ -454,10 +483,22 @@ def _locate(source: str | Path) -> tuple[Path, str]:
     raise CaseError(f"{source}: no such case file ({known})")
 
 
+MAX_CASE_BYTES = 1 << 24  # a case file is a page of settings, never megabytes
+
+
 def _read(path: Path, label: str) -> dict:
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            data = f.read(MAX_CASE_BYTES + 1)
+        if len(data) > MAX_CASE_BYTES:
+            raise CaseError(f"{label}: larger than {MAX_CASE_BYTES >> 20} MiB; expected a "
+                            "case file (TOML settings)")
+        raw = tomllib.loads(data.decode("utf-8"))
+        if _too_deep(raw):
+            raise RecursionError
+        return raw
+    except RecursionError:
+        raise CaseError(f"{label}: arrays or tables nested too deeply") from None
     except tomllib.TOMLDecodeError as e:
         # tomllib ends its message with "(at line L, column C)"; lead with the line instead
         msg = str(e)
@@ -472,6 +513,19 @@ def _read(path: Path, label: str) -> dict:
 
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
+MAX_DEPTH = 32  # tables and arrays within each other: a case needs 4
+
+
+def _too_deep(value) -> bool:
+    """Nested deeper than MAX_DEPTH (checked without recursion: messages and checks that
+    walk a value recursively must never meet one deep enough to exhaust the stack)."""
+    level = [value]
+    for _ in range(MAX_DEPTH + 1):
+        level = [x for v in level for x in (v.values() if isinstance(v, dict) else
+                                            v if isinstance(v, list) else ())]
+        if not level:
+            return False
+    return True
 
 
 def _parse_override(text: str) -> tuple[tuple[str, ...], Any]:
@@ -482,7 +536,12 @@ def _parse_override(text: str) -> tuple[tuple[str, ...], Any]:
         raise CaseError(f"{_set(text)}: expected section.key=VALUE, e.g. --set solver.dt=0.01")
     value = value.strip()
     try:
-        return keys, tomllib.loads("v = " + value)["v"]
+        parsed = tomllib.loads("v = " + value)["v"]
+        if _too_deep(parsed):
+            raise RecursionError
+        return keys, parsed
+    except RecursionError:
+        raise CaseError(f"{_set(text)}: the value is nested too deeply") from None
     except tomllib.TOMLDecodeError:
         return keys, value  # not a TOML value: a bare word, as in parallel.halo=packed
 
@@ -507,8 +566,9 @@ def _blame(paths: list[tuple[str, ...]], applied, label: str) -> str:
 
 
 def _set(text: str) -> str:
-    """An override as named in messages, kept on one line."""
-    return f"--set {text if text.isprintable() else _string(text)}"
+    """An override as named in messages, kept on one line and not too long."""
+    shown = text if text.isprintable() else _string(text)
+    return f"--set {shown if len(shown) <= 120 else shown[:117] + '...'}"
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -551,7 +611,9 @@ def _initial(case):
 
 
 def _dotted(path: Sequence[str]) -> str:
-    return ".".join(path)
+    """A key path as a message names it: parts that are not bare words quoted and escaped,
+    so a key holding a newline or a terminal escape cannot break or colour the line."""
+    return ".".join(_key(k) for k in path)
 
 
 def _known(raw: dict, allowed: Sequence[str], path: tuple[str, ...]):
@@ -616,9 +678,24 @@ def _mesh(raw, base: Path) -> SimpleNamespace:
     if kind == "cylinder" and out.cells_around % 4:
         raise KeyProblem(path + ("cells_around",), "mesh.cells_around: expected a multiple of 4 "
                          f"(one O-grid block per quarter of the cylinder), got {out.cells_around}")
+    n = generated_cells(out)
+    if n > MAX_CELLS:
+        key = {"box": "cells", "step": "cells_x"}.get(kind, "cells_around")
+        raise KeyProblem(path + (key,), f"mesh.{key}: {_shown(getattr(out, key))} makes "
+                         f"{'up to ' * (kind == 'cylinder')}{n} cells; at most {MAX_CELLS} are "
+                         "allowed",
+                         also=[path + ("cells_y",)] if kind == "step" else [])
     if kind == "file":
-        where = (base / Path(out.file).expanduser()).resolve()
-        if not where.exists():
+        if "\0" in out.file:
+            raise KeyProblem(path + ("file",), f"mesh.file: {_shown(out.file)} holds a null "
+                             "character; expected a path")
+        try:
+            where = (base / Path(out.file).expanduser()).resolve()
+            exists = where.exists()
+        except (OSError, RuntimeError, ValueError) as e:
+            raise KeyProblem(path + ("file",), f"mesh.file: {_shown(out.file)} is not a usable "
+                             f"path ({e})") from None
+        if not exists:
             raise KeyProblem(path + ("file",), f"mesh.file: no such file or directory "
                                                f"{_shown(out.file)} (looked for {where})")
         out.file = str(where)
@@ -653,11 +730,11 @@ def _patches(mesh: SimpleNamespace) -> tuple[str, ...]:
     for pair in mesh.periodic:
         for name in pair:
             if name not in names:
-                raise KeyProblem(where, f"mesh.periodic: the mesh has no patch '{name}' (its "
-                                        f"patches are: {', '.join(names)})")
+                raise KeyProblem(where, f"mesh.periodic: the mesh has no patch {_q(name)} "
+                                        f"(its patches are: {', '.join(names)})")
             if name in seen:
-                raise KeyProblem(where, f"mesh.periodic: patch '{name}' is in more than one "
-                                        "pair")
+                raise KeyProblem(where, f"mesh.periodic: patch {_q(name)} is in more than "
+                                        "one pair")
             seen.append(name)
     return tuple(n for n in names if n not in seen)
 
@@ -684,20 +761,21 @@ def _boundary(raw, mesh: SimpleNamespace, base_of=lambda keys: Path(".")
     patches = _patches(mesh)
     periodic = {n for pair in mesh.periodic for n in pair}
     for name in raw:
+        at = _dotted(path + (name,))
         if name in periodic:
-            raise KeyProblem(path + (name,), f"boundary.{name}: patch '{name}' is periodic "
+            raise KeyProblem(path + (name,), f"{at}: patch {_q(name)} is periodic "
                                              "(mesh.periodic) and takes no boundary conditions; "
-                                             f"remove [boundary.{name}]",
+                                             f"remove [{at}]",
                              also=[("mesh", "periodic")])
         if name not in patches:
-            raise KeyProblem(path + (name,), f"boundary.{name}: the mesh has no patch '{name}' "
+            raise KeyProblem(path + (name,), f"{at}: the mesh has no patch {_q(name)} "
                                              f"(its patches are: {', '.join(patches)})")
     out = {}
     for name in patches:
+        at = _dotted(path + (name,))
         if name not in raw:
-            raise KeyProblem(path + (name,), f"boundary.{name}: patch '{name}' of the mesh has no "
-                                             f"boundary conditions (add [boundary.{name}] "
-                                             f"with type = ...)")
+            raise KeyProblem(path + (name,), f"{at}: patch {_q(name)} of the mesh has no "
+                                             f"boundary conditions (add [{at}] with type = ...)")
         out[name] = _patch(raw[name], path + (name,), base_of(path + (name, "table")))
     return out
 

@@ -20,8 +20,17 @@ def get_comm():
     return MPI.COMM_WORLD
 
 
+def one_line(msg: str) -> str:
+    """``msg`` as one line of plain text: newlines, terminal escapes and other control
+    characters from user input (a key, a patch or file name) are written as escapes."""
+    msg = msg.rstrip()
+    if msg.isprintable():
+        return msg
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in msg)
+
+
 def _say(msg: str) -> None:
-    sys.stderr.write(msg.rstrip() + "\n")
+    sys.stderr.write(one_line(msg) + "\n")
     sys.stderr.flush()
 
 
@@ -38,9 +47,13 @@ def fail_fast(comm, collective_errors=(UserError,)):
     try:
         yield
     except collective_errors as e:
+        code = getattr(e, "exit_code", 2)
+        if not getattr(e, "collective", True) and comm.size > 1:  # this rank's alone
+            _say(f"haloflow: error on rank {comm.rank}: {e}")
+            comm.Abort(code)
         if comm.rank == 0:
             _say(f"haloflow: error: {e}")
-        sys.exit(getattr(e, "exit_code", 2))
+        sys.exit(code)
     except KeyboardInterrupt:
         _say(f"haloflow: interrupted on rank {comm.rank}")
         if comm.size > 1:

@@ -9,6 +9,7 @@ written as Float64 so a ``.pvtu`` needs only the component counts to describe th
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 from xml.sax.saxutils import quoteattr
 
@@ -117,9 +118,14 @@ def _write(path, body, kind):
     doc = (f'<?xml version="1.0"?>\n<VTKFile type="{kind}" version="1.0" '
            f'byte_order="LittleEndian" header_type="UInt64">\n{body}\n</VTKFile>\n')
     tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(doc)
-    os.replace(tmp, path)
+    try:  # whole or not at all: a full disk leaves neither a partial file nor the .tmp
+        with open(tmp, "w") as f:
+            f.write(doc)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _cells_xml(lmesh, force_polyhedron):

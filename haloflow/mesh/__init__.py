@@ -76,9 +76,21 @@ def patch_names(path: str | Path) -> list[str]:
     return foam_patch_names(path)
 
 
+# what a generated mesh's cell costs while it is built and partitioned on rank 0, a floor:
+# a box past the memory left is refused before its arrays are allocated
+BYTES_PER_CELL = 400
+
+
 def from_case(m, notes: list[str] | None = None):
     """The global mesh a case's ``[mesh]`` section describes (``case.mesh``), with its
     ``periodic`` patch pairs joined."""
+    from ..limits import generated_cells, too_big
+
+    n = generated_cells(m)
+    why = too_big(n * BYTES_PER_CELL)
+    if why:
+        keys = {"box": "cells", "step": "cells_x, mesh.cells_y"}.get(m.type, "cells_around")
+        raise MeshError(f"mesh.{keys}: {n} cells {why}")
     mesh = _unjoined(m, notes)
     if getattr(m, "periodic", ()):
         from .periodic import stitch

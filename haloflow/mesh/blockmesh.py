@@ -21,13 +21,14 @@ rounding.  Only the numbering differs: points shared by blocks are merged geomet
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from . import MeshError
-from .foam import KINDS, _Lexer, _shown
+from .foam import COORD_MAX, KINDS, _finite, _Lexer, _shown
 
 __all__ = ["blockmesh_patch_names", "find_blockmeshdict", "read_blockmesh"]
 
@@ -121,8 +122,12 @@ class _Stream:
 
     def vector(self, what: str) -> np.ndarray:
         self.expect("(", f"to open {what} (x y z)")
+        p = self.pos()
         v = [self.number(f"a coordinate of {what}") for _ in range(3)]
         self.expect(")", f"after the 3 coordinates of {what}")
+        if max(map(abs, v)) > COORD_MAX:
+            raise self.error(f"{what}: coordinates of magnitude above {COORD_MAX:g} make "
+                             "areas and volumes overflow", p)
         return np.array(v)
 
     def open_list(self, what: str) -> None:
@@ -155,6 +160,9 @@ class _Stream:
                              "missing?)")
 
 
+MAX_EXPANDED = 1_000_000  # tokens $name references may add: ample for any real dictionary
+
+
 def _read_entries(path: Path) -> tuple[_Lexer, dict[str, _Entry]]:
     """The dictionary's top-level entries, ``$name`` references replaced by the value of the
     earlier entry ``name``; keywords neither known nor referenced are errors (typos)."""
@@ -166,6 +174,7 @@ def _read_entries(path: Path) -> tuple[_Lexer, dict[str, _Entry]]:
     lex.macros = True
     entries: dict[str, _Entry] = {}
     used: set[str] = set()
+    budget = len(data) + MAX_EXPANDED  # tokens all entries may hold once expanded
     while True:
         key, p = lex.token()
         if not key:
@@ -187,6 +196,10 @@ def _read_entries(path: Path) -> tuple[_Lexer, dict[str, _Entry]]:
                     raise lex.error(f"{tok}: no entry '{name}' with a value before this line "
                                     "(only plain top-level $name references are expanded)", q)
                 used.add(name)
+                budget -= len(entries[name].toks)
+                if budget < 0:
+                    raise lex.error(f"{tok}: $name references expand past {MAX_EXPANDED} tokens "
+                                    "(entries that repeat each other grow without end)", q)
                 toks.extend(entries[name].toks)
             else:
                 depth += (tok in "([{") - (tok in ")]}")
@@ -275,11 +288,35 @@ def _grading_item(s: _Stream) -> list:
             raise s.error("empty multi-grading list")
     if any(r == 0 for _, _, r in sections):
         raise s.error("an expansion ratio of 0 makes no cells")
+    if any(not RATIO_MIN <= abs(r) <= 1.0 / RATIO_MIN for _, _, r in sections):
+        raise s.error(f"an expansion ratio must lie between {RATIO_MIN:g} and "
+                      f"{1.0 / RATIO_MIN:g} in size (last/first cell size), got "
+                      f"{max((r for _, _, r in sections), key=lambda r: abs(math.log(abs(r)))):g}")
     return [(f, c, r if r > 0 else -1.0 / r) for f, c, r in sections]
 
 
+RATIO_MIN = 1e-8  # expansion ratios outside [1e-8, 1e8] make cells too small to measure
+# what a block's cell costs while the mesh is built (points, corner lists, faces), a floor:
+# a count past what memory holds is refused before anything is allocated
+BYTES_PER_CELL = 400
+MAX_CELLS = 2**31 - 1  # case.MAX_CELLS
+
+
+def _count_cells(s: _Stream, b: int, cells: tuple, total: int, p: int) -> int:
+    """``total`` plus block ``b``'s cells, refused past MAX_CELLS or the memory left."""
+    from ..limits import too_big
+
+    total += math.prod(cells)
+    why = f"at most {MAX_CELLS} are allowed" if total > MAX_CELLS else \
+        too_big(total * BYTES_PER_CELL)
+    if why:
+        raise s.error(f"block {b}: cell counts ({' '.join(map(str, cells))}) bring the mesh to "
+                      f"{total} cells; {why}", p)
+    return total
+
+
 def _blocks(s: _Stream, n_vertices: int) -> list[_Block]:
-    blocks = []
+    blocks, total = [], 0
     s.open_list("blocks")
     while s.more():
         shape, p = s.next("a block ('hex')")
@@ -300,8 +337,10 @@ def _blocks(s: _Stream, n_vertices: int) -> list[_Block]:
         if s.peek() not in ("(", ""):
             s.next("a cell zone name")  # cell zones: haloflow has no use for them
         s.expect("(", f"to open the cell counts (nx ny nz) of block {b}")
+        c = s.pos()
         cells = tuple(s.label("cell count", 1, None, f"block {b}: ")[0] for _ in range(3))
         s.expect(")", f"after the 3 cell counts of block {b}")
+        total = _count_cells(s, b, cells, total, c)
         kind, named = "simpleGrading", s.peek() in ("simpleGrading", "edgeGrading")
         if named:
             kind = s.next("a grading")[0]
@@ -874,7 +913,9 @@ def _build(d: _Dict, topo: _Topology, notes: list[str]):
     notes.extend(d.notes)
     nodes = np.concatenate([faces[own_row], faces[single]]).ravel()
     nf = len(own_row) + len(single)
-    return Mesh(points=points[keep] * d.scale,
+    points = points[keep] * d.scale
+    _finite(d.path, points)
+    return Mesh(points=points,
                 face_ptr=np.arange(0, 4 * nf + 1, 4, dtype=np.int64),
                 face_nodes=nodes.astype(np.int64),
                 owner=np.concatenate([owner, single // 6]).astype(np.int64),

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from ..mpiutil import one_line
 from . import MeshError
 
 SOURCE_HELP = ("a Gmsh .msh file, an OpenFOAM case or polyMesh directory (or its .foam "
@@ -43,6 +44,7 @@ def add_parser(sub) -> None:
                     "non_orthogonality, skewness and openness as cell data.")
     v.add_argument("source", help=SOURCE_HELP)
     v.add_argument("output", type=Path, help="the .vtu file to write")
+    v.add_argument("--force", action="store_true", help="overwrite the output if it exists")
 
 
 def load(source: str):
@@ -70,27 +72,31 @@ def _check(mesh, notes, label) -> int:
     for line in rep.lines():
         print(line)
     if not rep.ok:
-        sys.stderr.write(f"haloflow: mesh is broken: {'; '.join(rep.problems)}\n")
+        sys.stderr.write(one_line(f"haloflow: mesh is broken: {'; '.join(rep.problems)}") + "\n")
         return 1
     return 0
 
 
-def _convert(mesh, notes, out: Path) -> int:
+def _convert(mesh, notes, out: Path, force: bool = False) -> int:
     from ..io.vtk import write_vtu
     from .quality import cell_fields, topology_problems
 
     if out.suffix.lower() != ".vtu":
         raise MeshError(f"{out}: the output must be a .vtu file")
+    if (out.exists() or out.is_symlink()) and not force:
+        raise MeshError(f"{out}: exists; pass --force to overwrite it")
+    if out.is_dir():
+        raise MeshError(f"{out}: is a directory")
     probs = topology_problems(mesh)
     if probs:
-        sys.stderr.write(f"haloflow: mesh is broken: {'; '.join(probs)}\n")
+        sys.stderr.write(one_line(f"haloflow: mesh is broken: {'; '.join(probs)}") + "\n")
         return 1
     for n in notes:
         print(f"warning: {n}")
     view = SimpleNamespace(n_owned=mesh.n_cells, points=mesh.points, face_ptr=mesh.face_ptr,
                            face_nodes=mesh.face_nodes, owner=mesh.owner,
                            neighbour=mesh.neighbour, shadow_nodes=mesh.shadow_nodes)
-    try:
+    try:  # written whole or not at all (write_vtu renames a finished temporary file)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_vtu(str(out), view, cell_fields(mesh))
     except OSError as e:
@@ -107,7 +113,7 @@ def main(args) -> int:
         mesh, notes, label = load(args.source)
         if args.mesh_action == "check":
             return _check(mesh, notes, label)
-        return _convert(mesh, notes, args.output)
+        return _convert(mesh, notes, args.output, args.force)
     except (MeshError, CaseError) as e:
-        sys.stderr.write(f"haloflow: error: {e}\n")
+        sys.stderr.write(one_line(f"haloflow: error: {e}") + "\n")
         return 2

@@ -12,9 +12,9 @@ patches); the reader checks that and restores it when a tool wrote something els
 
 from __future__ import annotations
 
-import gzip
 import re
 import warnings
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,11 +143,26 @@ def _open(folder: Path, name: str) -> _Lexer:
             try:
                 data = path.read_bytes()
                 if path.suffix == ".gz":
-                    data = gzip.decompress(data)
-            except (OSError, EOFError) as e:
+                    data = _gunzip(path, data)
+            except (OSError, EOFError, zlib.error) as e:
                 raise MeshError(f"{path}: cannot read ({e})") from None
             return _Lexer(path, data)
     raise MeshError(f"{folder}: no '{name}' file (a polyMesh needs {', '.join(FILES)})")
+
+
+def _gunzip(path: Path, data: bytes) -> bytes:
+    """Decompress, stopping once the output outgrows the memory left (a small .gz can claim
+    terabytes)."""
+    from ..limits import available_bytes, too_big
+
+    cap = available_bytes() // 2
+    d = zlib.decompressobj(wbits=31)
+    out = d.decompress(data, cap + 1)
+    if len(out) > cap:
+        raise MeshError(f"{path}: decompressing it {too_big(2 * len(out) + 1) or 'overflows'}")
+    if not d.eof:
+        raise EOFError("truncated gzip stream")
+    return out
 
 
 def _header(lex: _Lexer, name: str) -> _Header:
@@ -278,14 +293,24 @@ def _check_size(lex: _Lexer, n: int | None, got: int, what: str, p: int) -> None
         raise lex.error(f"the {what} list says {n} items but holds {got}", p)
 
 
-def _labels(lex: _Lexer, head: _Header, what: str) -> np.ndarray:
+def _uniform(lex: _Lexer, n: int | None, limit: int, what: str, p: int) -> int:
+    """The size of a uniform ``N{value}`` list, at most ``limit`` (what the mesh's other
+    lists allow): a few bytes must not allocate gigabytes."""
+    if n is not None and n > limit:
+        raise lex.error(f"uniform {what} list of {n} items; the mesh allows at most {limit}", p)
+    return n or 0
+
+
+def _labels(lex: _Lexer, head: _Header, what: str, limit: int = 0) -> np.ndarray:
+    """A label list; a uniform one holds at most ``limit`` items."""
     n, opener, p = _size(lex, what)
     if opener == "{":
+        n = _uniform(lex, n, limit, what, p)
         tok, q = lex.token()
         lex.expect("}", f"after the uniform {what} value")
         if not re.fullmatch(r"-?\d+", tok):
             raise lex.error(f"{_shown(tok)} in the {what} list is not an integer", q)
-        return np.full(n or 0, int(tok), np.int64)
+        return np.full(n, int(tok), np.int64)
     if head.binary and n is not None:
         return _binary(lex, n, head.label, what).astype(np.int64)
     end = _closing(lex, what)
@@ -297,9 +322,11 @@ def _labels(lex: _Lexer, head: _Header, what: str) -> np.ndarray:
     return out
 
 
-def _vectors(lex: _Lexer, head: _Header, what: str) -> np.ndarray:
+def _vectors(lex: _Lexer, head: _Header, what: str, limit: int = 0) -> np.ndarray:
+    """A vector list; a uniform one holds at most ``limit`` items."""
     n, opener, p = _size(lex, what)
     if opener == "{":
+        n = _uniform(lex, n, limit, what, p)
         lex.expect("(", f"in the uniform {what} value")
         end = _closing(lex, what)
         v = _numbers(lex, lex.pos, end, np.float64, what)
@@ -307,7 +334,7 @@ def _vectors(lex: _Lexer, head: _Header, what: str) -> np.ndarray:
         lex.expect("}", f"after the uniform {what} value")
         if len(v) != 3:
             raise lex.error(f"uniform {what} value needs 3 components", p)
-        return np.tile(v, (n or 0, 1))
+        return np.tile(v, (n, 1))
     if head.binary and n is not None:
         return _binary(lex, n, head.scalar, what, 3).astype(np.float64).reshape(n, 3)
     end = _closing(lex, what)
@@ -453,12 +480,15 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
             raise lex.error(f"unexpected {_shown(tok)} after the {name} list", p)
         return lex.path, out
 
-    _, points = read("points", lambda lex, h: _vectors(lex, h, "points"))
+    # faces first: their size bounds what uniform lists in the other files may claim
     fpath, (ptr, nodes) = read("faces", _faces)
-    opath, owner = read("owner", lambda lex, h: _labels(lex, h, "owner"))
-    npath, neighbour = read("neighbour", lambda lex, h: _labels(lex, h, "neighbour"))
+    nf = len(ptr) - 1
+    ppath, points = read("points", lambda lex, h: _vectors(lex, h, "points", len(nodes)))
+    opath, owner = read("owner", lambda lex, h: _labels(lex, h, "owner", nf))
+    npath, neighbour = read("neighbour", lambda lex, h: _labels(lex, h, "neighbour", nf))
+    _finite(ppath, points)
 
-    nf, npts = len(ptr) - 1, len(points)
+    npts = len(points)
     if len(nodes) and (nodes.min() < 0 or nodes.max() >= npts):
         k = int(np.flatnonzero((nodes < 0) | (nodes >= npts))[0])
         f = int(np.searchsorted(ptr, k, side="right") - 1)
@@ -476,7 +506,7 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
     if len(neighbour) and neighbour.min() < 0:
         raise MeshError(f"{npath}: negative cell index {neighbour.min()}")
     ni = len(neighbour)
-    n_cells = int(max(owner.max(initial=-1), neighbour.max(initial=-1))) + 1
+    n_cells = _cell_count(owner, neighbour, opath, npath)
 
     same = np.flatnonzero(owner[:ni] == neighbour)
     if len(same):
@@ -528,6 +558,31 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
         notes.append(f"cyclic patches joined into internal faces: "
                      f"{', '.join(e.name for e in cyclic)}")
     return mesh
+
+
+def _cell_count(owner, neighbour, opath: Path, npath: Path) -> int:
+    """Cells = the largest index + 1, which every cell's four faces or more bound: an index
+    past that is a corrupt file, not a mesh to allocate cell arrays for."""
+    most = (len(owner) + len(neighbour)) // 4
+    for path, cells in ((opath, owner), (npath, neighbour)):
+        top = int(cells.max(initial=-1))
+        if top >= most:
+            raise MeshError(f"{path}: cell index {top} out of range ({len(owner)} faces make "
+                            f"at most {most} cells of 4 faces or more)")
+    return int(max(owner.max(initial=-1), neighbour.max(initial=-1))) + 1
+
+
+COORD_MAX = 1e30  # coordinates past this make areas and volumes overflow (case.BIG)
+
+
+def _finite(path: Path, points: np.ndarray) -> None:
+    """Every coordinate finite and of a size whose squares and cubes a double holds."""
+    bad = ~np.isfinite(points).all(axis=1)
+    bad |= np.abs(np.where(bad[:, None], 0.0, points)).max(axis=1, initial=0.0) > COORD_MAX
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise MeshError(f"{path}: point {k} has coordinates {tuple(points[k].tolist())}; "
+                        f"expected finite numbers of magnitude at most {COORD_MAX:g}")
 
 
 def _join_cyclic(mesh, bpath: Path, cyclic: list[_Entry]):

@@ -12,12 +12,19 @@ elements they coincide with; the rest go to a patch ``defaultFaces``.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import mmap
+import re
+import struct
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import MeshError
+from .foam import _finite
 
 __all__ = ["gmsh_patch_names", "read_gmsh"]
 
@@ -64,10 +71,109 @@ def _load(path: Path):
     if not path.is_file():
         raise MeshError(f"{path}: no such file")
     try:
-        return meshio.read(path, file_format="gmsh")
-    except Exception as e:  # noqa: BLE001 - meshio raises many kinds; all mean a bad file
+        with open(path, "rb") as f:
+            _prescan(path, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                     if path.stat().st_size else b"")
+    except OSError as e:
+        raise MeshError(f"{path}: cannot read ({e.strerror})") from None
+    said = io.StringIO()  # meshio prints its own warnings and errors: one line is ours
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return meshio.read(path, file_format="gmsh")
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - meshio raises (or exits) many ways
+        lines = [ln.strip() for ln in said.getvalue().splitlines() if ln.strip()]
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise MeshError(f"{path}: not a readable Gmsh file ({msg})") from None
+        if isinstance(e, SystemExit) or not msg:
+            msg = lines[-1] if lines else "meshio gave up"
+        raise MeshError(f"{path}: not a readable Gmsh file ({_printable(msg)})") from None
+
+
+def _printable(text: str) -> str:
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
+# nodes per element of the Gmsh element types (1-19); others are taken as one node
+_NODES_OF = {1: 2, 2: 3, 3: 4, 4: 4, 5: 8, 6: 6, 7: 5, 8: 3, 9: 6, 10: 9, 11: 10, 12: 27,
+             13: 18, 14: 14, 15: 1, 16: 8, 17: 20, 18: 15, 19: 13}
+
+
+def _prescan(path: Path, data) -> None:
+    """Refuse counts the file cannot hold before meshio allocates arrays for them: every
+    number takes at least 2 bytes of ASCII or 4 of binary, so a node or element block that
+    claims more than its section's bytes allow is a corrupt file, not a mesh (a small file
+    claiming 10^8 elements would otherwise allocate gigabytes)."""
+    if not len(data) or not bytes(data[:4096]).strip():
+        raise MeshError(f"{path}: not a readable Gmsh file (the file is empty)")
+    head = re.search(rb"\$MeshFormat\s+(\d+(?:\.\d+)?)\s+(\d+)\s+(\d+)", data[:4096])
+    if head is None:
+        raise MeshError(f"{path}: not a readable Gmsh file (no $MeshFormat header)")
+    v4, binary = float(head[1]) >= 4, head[2] == b"1"
+    size_t = int(head[3]) if binary and int(head[3]) in (4, 8) else 8
+    for name in (b"Nodes", b"Elements"):
+        a = data.find(b"$" + name + b"\n")
+        if a < 0:
+            continue
+        a += len(name) + 2
+        b = data.find(b"$End" + name, a)
+        body = memoryview(data)[a: b if b >= 0 else len(data)]
+        try:
+            if v4 and binary:
+                _scan_v4_binary(body, name == b"Nodes", size_t)
+            elif v4:
+                _scan_v4_ascii(body, name == b"Nodes")
+            else:
+                _claim(len(body), int(bytes(body[:32]).split()[0]), 4 if binary else 2, 1)
+        except (ValueError, IndexError, struct.error):
+            raise MeshError(f"{path}: not a readable Gmsh file (its ${name.decode()} section "
+                            "is malformed)") from None
+        except _Claim as c:
+            raise MeshError(f"{path}: not a readable Gmsh file (its ${name.decode()} section "
+                            f"claims {c} items, more than its {len(body)} bytes hold: corrupt "
+                            "or truncated)") from None
+
+
+class _Claim(Exception):
+    """A count larger than the bytes behind it."""
+
+
+def _claim(room: int, n: int, width: int, numbers: int) -> None:
+    """``n`` items of ``numbers`` numbers, ``width`` bytes each at least, fit in ``room``."""
+    if n < 0 or n * numbers * width > room:
+        raise _Claim(n)
+
+
+def _scan_v4_ascii(body, nodes: bool) -> None:
+    text = bytes(body)
+    nl = np.flatnonzero(np.frombuffer(text, np.uint8) == 10)
+    first = text[: nl[0]].split() if len(nl) else text.split()
+    blocks, total = int(first[0]), int(first[1])
+    _claim(len(text), blocks, 2, 4)
+    _claim(len(text), total, 2, 4 if nodes else 2)
+    line = 1  # the line of the first block header
+    for _ in range(blocks):
+        a = nl[line - 1] + 1
+        h = text[a: nl[line] if line < len(nl) else len(text)].split()
+        n = int(h[3])
+        _claim(len(text) - a, n, 2, 4 if nodes else 1 + _NODES_OF.get(int(h[2]), 1))
+        line += 1 + (2 * n if nodes else n)
+
+
+def _scan_v4_binary(body, nodes: bool, size_t: int) -> None:
+    st = "<q" if size_t == 8 else "<i"
+    blocks, total = (struct.unpack_from(st, body, k * size_t)[0] for k in range(2))
+    _claim(len(body), blocks, 4, 4)
+    _claim(len(body), total, 4, 4 if nodes else 2)
+    at = 4 * size_t
+    for _ in range(blocks):
+        dim, _tag, kind = struct.unpack_from("<iii", body, at)
+        n = struct.unpack_from(st, body, at + 12)[0]
+        at += 12 + size_t
+        width = (size_t + 8 * (3 + (dim if kind else 0))) if nodes else \
+            size_t * (1 + _NODES_OF.get(kind, 1))
+        _claim(len(body) - at, n, width, 1)
+        at += n * width
 
 
 def _blocks(m, dims: dict[str, int], notes: list[str]):
@@ -130,8 +236,11 @@ def _topology(path: Path, thickness: float, notes: list[str]) -> _Topology:
             "line": 1}
     blocks = _blocks(m, dims, notes)
     points = np.asarray(m.points, dtype=np.float64)
+    if points.ndim != 2 or not len(points) or points.shape[1] not in (2, 3):
+        raise MeshError(f"{path}: not a readable Gmsh file (no nodes)")
     if points.shape[1] == 2:
         points = np.column_stack([points, np.zeros(len(points))])
+    _finite(path, points)
     groups = [(n, np.asarray(v).ravel()) for n, v in m.field_data.items()]
 
     extra: list[tuple[str, str]] = []  # patches the reader makes: (name, kind)

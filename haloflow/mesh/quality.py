@@ -25,6 +25,7 @@ NON_ORTH_WARN = 70.0  # degrees
 SKEW_MAX = 4.0
 PYR_TOL = 1e-12  # face pyramid volume, relative to |S|^1.5
 ROOTVSMALL = 1e-150
+OVERLAP_TOL = 1e-9  # cells' total volume above the bounding box's, relative: overlapping cells
 
 
 @nb.njit(cache=True)
@@ -276,6 +277,10 @@ def check(mesh: Mesh, notes: list[str] | tuple[str, ...] = ()) -> Report:
     if rep.skew_max > SKEW_MAX:
         p.append(f"{int(np.sum(skew > SKEW_MAX))} faces with skewness above {SKEW_MAX:g} "
                  f"(max {rep.skew_max:.3g})")
+    box_volume = float(np.prod(np.subtract(*rep.bounds[::-1])))
+    if rep.volume_total > box_volume * (1.0 + OVERLAP_TOL):
+        p.append(f"the cells' total volume {rep.volume_total:.6g} exceeds the "
+                 f"{box_volume:.6g} of the bounding box: cells overlap")
     if max(rep.boundary_openness) > CLOSED_TOL and not n_open:
         p.append("the boundary is not closed (boundary openness "
                  f"{max(rep.boundary_openness):.3g}): a hole in the boundary")

@@ -30,7 +30,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     """Run ``case`` on ``comm``; returns the summary dict on rank 0 ({} elsewhere)."""
     from .loop import run_loop
     from .memory import return_freed_arrays
-    from .outdir import open_outdir
+    from .outdir import open_outdir, release, write_error
     from .report import Log, finish, log_setup, write_results
     from .setup import set_threads, setup
 
@@ -39,14 +39,20 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     root = comm.rank == 0
     set_threads(threads)
     open_outdir(outdir, force, comm)
-    log = Log(outdir / "log.txt" if root else None, quiet=quiet or not root)
-    if root:
-        (outdir / "case.toml").write_text(case.to_toml(), encoding="utf-8")
-    run = setup(case, comm, threads, log)
-    log_setup(run, outdir, log)
-    loop = run_loop(run, log, quiet)
-    entries = write_results(run, outdir)
-    return finish(run, loop, entries, outdir, log, t_start)
+    try:
+        log = Log(outdir / "log.txt" if root else None, quiet=quiet or not root)
+        if root:
+            (outdir / "case.toml").write_text(case.to_toml(), encoding="utf-8")
+        run = setup(case, comm, threads, log)
+        log_setup(run, outdir, log)
+        loop = run_loop(run, log, quiet)
+        entries = write_results(run, outdir)
+        return finish(run, loop, entries, outdir, log, t_start)
+    except OSError as e:  # a full disk or a read-only folder: one line, exit 2
+        raise write_error(e, outdir) from None
+    finally:
+        if root:
+            release(outdir)
 
 
 __all__ = ["DivergedError", "RunError", "run_case"]

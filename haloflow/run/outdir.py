@@ -1,11 +1,26 @@
-"""Where a run writes: a new or empty folder, or a previous haloflow run with ``--force``;
-never a user's folder of other things."""
+"""Where a run writes: a new or empty folder, or with ``--force`` a folder haloflow itself
+marked as one of its runs; never a user's folder of other things.
+
+A run takes its folder with a lock file created atomically (``O_CREAT | O_EXCL``): a second
+run started into the same folder is refused while the first is alive, and a lock left by a
+process that died (killed, ``MPI_Abort``) is recognised by its pid and taken over.  The
+marker file says "haloflow wrote this": only such a folder is emptied by ``--force``, entry
+by entry, links unlinked and never followed, so nothing outside the folder is touched.
+"""
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+import shutil
+import socket
 from pathlib import Path
 
 from . import RunError
+
+MARKER = ".haloflow-run"  # written into every run folder: what --force may replace
+LOCK = ".haloflow-lock"  # held while a run writes into the folder
 
 
 def default_outdir(name: str) -> Path:
@@ -19,19 +34,94 @@ def default_outdir(name: str) -> Path:
     return out
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _take_lock(outdir: Path) -> Path:
+    """Create the lock atomically; a stale one (its process gone, on this host) is replaced."""
+    lock = outdir / LOCK
+    me = {"pid": os.getpid(), "host": socket.gethostname()}
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                held = json.loads(lock.read_text(encoding="utf-8"))
+                pid, host = int(held["pid"]), str(held["host"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pid, host = None, None
+            if pid is not None and host == me["host"] and not _alive(pid):
+                lock.unlink(missing_ok=True)  # its run died without releasing it
+                continue
+            who = f"pid {pid} on {host}" if pid is not None else "another process"
+            raise RunError(f"output directory {outdir} is in use by another haloflow run "
+                           f"({who}; remove {lock} if that run is gone)") from None
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(me, f)
+        return lock
+    raise RunError(f"output directory {outdir}: cannot take its lock {lock}")
+
+
+def release(outdir: Path) -> None:
+    """Drop the lock if this process holds it (the end of a run, or its failure)."""
+    lock = outdir / LOCK
+    try:
+        if int(json.loads(lock.read_text(encoding="utf-8"))["pid"]) == os.getpid():
+            lock.unlink()
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+
+
+def _clear(outdir: Path) -> None:
+    """Remove what the previous run wrote, the lock excepted; links are unlinked, never
+    followed (``shutil.rmtree`` does not follow links either)."""
+    for entry in outdir.iterdir():
+        if entry.name == LOCK:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 def prepare_outdir(outdir: Path, force: bool) -> None:
-    """Create ``outdir``; never write into a non-empty folder unless ``force`` is given and
-    the folder is a previous haloflow run (so ``--force`` cannot wipe unrelated data)."""
-    if outdir.exists() and not outdir.is_dir():
-        raise RunError(f"output path {outdir} exists and is not a directory")
-    if outdir.is_dir() and any(outdir.iterdir()):
-        if not force:
-            raise RunError(f"output directory {outdir} is not empty; pass another -o or --force "
-                           "to overwrite a previous run there")
-        if not (outdir / "summary.json").exists() and not (outdir / "case.toml").exists():
-            raise RunError(f"--force refused: {outdir} does not look like a haloflow run "
-                           "(no case.toml or summary.json)")
-    (outdir / "plots").mkdir(parents=True, exist_ok=True)
+    """Create and lock ``outdir``; never write into a non-empty folder unless ``force`` is
+    given and the folder holds haloflow's marker (so ``--force`` cannot wipe other data)."""
+    try:
+        if (outdir.exists() or outdir.is_symlink()) and not outdir.is_dir():
+            raise RunError(f"output path {outdir} exists and is not a directory")
+        outdir.mkdir(parents=True, exist_ok=True)
+        _take_lock(outdir)
+    except OSError as e:
+        raise RunError(f"output directory {e.filename or outdir}: cannot create it "
+                       f"({e.strerror})") from None
+    try:
+        others = [p for p in outdir.iterdir() if p.name != LOCK]
+        if others:
+            if not force:
+                raise RunError(f"output directory {outdir} is not empty; pass another -o or "
+                               "--force to overwrite a previous run there")
+            if not (outdir / MARKER).is_file() or (outdir / MARKER).is_symlink():
+                raise RunError(f"--force refused: {outdir} is not a folder haloflow made for "
+                               f"a run (no {MARKER} file); choose another -o")
+            _clear(outdir)
+        (outdir / MARKER).write_text(json.dumps({"tool": "haloflow run"}) + "\n",
+                                     encoding="utf-8")
+        (outdir / "plots").mkdir()
+    except OSError as e:
+        release(outdir)
+        raise RunError(f"output directory {e.filename or outdir}: cannot write ({e.strerror})"
+                       ) from None
+    except RunError:
+        release(outdir)
+        raise
 
 
 def open_outdir(outdir: Path, force: bool, comm) -> None:
@@ -45,3 +135,23 @@ def open_outdir(outdir: Path, force: bool, comm) -> None:
     err = comm.bcast(err, root=0)
     if err:
         raise RunError(err)
+
+
+def write_error(e: OSError, outdir: Path) -> RunError:
+    """An output file that cannot be written (full disk, read-only folder), in one line; a
+    file left half-written in ``outdir`` is removed.  The error may be this rank's alone
+    (every rank writes its own field files): it is marked not collective, so the whole job
+    is ended instead of waiting for ranks that did not fail."""
+    why = e.strerror or (errno.errorcode.get(e.errno, "") if e.errno else "") or str(e)
+    name = e.filename
+    if name:
+        try:
+            p = Path(os.fsdecode(name))
+            if p.resolve().parent.is_relative_to(outdir.resolve()) and p.is_file() \
+                    and not p.is_symlink():
+                p.unlink()
+        except (OSError, ValueError, TypeError):
+            pass
+    err = RunError(f"{name or outdir}: cannot write ({why})")
+    err.collective = False
+    return err

@@ -54,6 +54,7 @@ def local_mesh(case, comm, log=None):
     """Collective: this rank's LocalMesh of the case's mesh.  Rank 0 builds (or reads) and
     partitions the global mesh; a mesh error there stops every rank with it.  What a reader
     had to decide goes to ``log`` on rank 0 (None: warnings)."""
+    from ..limits import generated_cells
     from ..mesh import MeshError, from_case
     from ..parallel.decompose import decompose
     from ..parallel.local import distribute
@@ -63,7 +64,13 @@ def local_mesh(case, comm, log=None):
     if comm.rank == 0:
         notes = [] if log else None
         try:
+            where = case.mesh.file if case.mesh.type == "file" else f"the {case.mesh.type} mesh"
+            key = {"box": "mesh.cells", "step": "mesh.cells_x, mesh.cells_y",
+                   "cylinder": "mesh.cells_around"}.get(case.mesh.type, where)
+            fits(generated_cells(case.mesh), key)
             mesh = from_case(case.mesh, notes)
+            fits(mesh.n_cells, where)
+            refuse_broken(mesh, where)
             mesh.compact_indices()
         except MeshError as e:  # read on rank 0 only: every rank must stop with it
             err = str(e)
@@ -75,6 +82,32 @@ def local_mesh(case, comm, log=None):
     if err:
         raise RunError(err)
     return distribute(mesh, parts, comm)
+
+
+def fits(n_cells: int, where: str) -> None:
+    """A run of ``n_cells`` fits in the memory left, by the per-cell floor of a run."""
+    from ..limits import RUN_BYTES_PER_CELL, too_big
+    from ..mesh import MeshError
+
+    why = too_big(n_cells * RUN_BYTES_PER_CELL)
+    if why:
+        raise MeshError(f"{where}: a run on {n_cells} cells {why}")
+
+
+def refuse_broken(mesh, where: str) -> None:
+    """The checks of ``haloflow mesh check``: a mesh it calls broken (open or inside-out
+    cells, bad topology) is refused before any rank steps on it.  The geometry the check
+    computes is dropped again: rank 0 keeps only what partitioning needs."""
+    from ..mesh import MeshError
+    from ..mesh.quality import check
+
+    had = mesh.geometry is not None
+    rep = check(mesh)
+    if not had:
+        mesh.geometry = None
+    if not rep.ok:
+        raise MeshError(f"{where}: the mesh is broken: {'; '.join(rep.problems)} (haloflow "
+                        "mesh check shows the details)")
 
 
 def setup(case, comm, threads: int, log) -> Run:

@@ -113,16 +113,42 @@ def shm_curve(path: Path | None) -> M.Curve:
 def load_profile(path: Path) -> tuple[dict, M.Workload]:
     if path.is_dir():
         path = path / "profile.json"
-    try:
-        prof = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    from ..bench.netpipe.file import read_small_text
+
+    if not path.exists():
         raise M.ModelError(f"{path}: no such profile (run `haloflow run` first; it writes "
-                           "RUN/profile.json)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+                           "RUN/profile.json)")
+    try:
+        prof = json.loads(read_small_text(path, M.ModelError))
+    except (json.JSONDecodeError, RecursionError) as e:
         raise M.ModelError(f"{path}: not a readable profile.json ({e})") from None
     if not isinstance(prof, dict):
         raise M.ModelError(f"{path}: not a haloflow profile")
-    return prof, M.Workload.from_profile(prof, str(path))
+    try:
+        w = M.Workload.from_profile(prof, str(path))
+    except (ValueError, OverflowError, AttributeError) as e:
+        raise M.ModelError(f"{path}: not a haloflow profile ({e})") from None
+    _check_workload(w, path)
+    return prof, w
+
+
+def _check_workload(w: M.Workload, path: Path) -> None:
+    """The profile's figures as a model can use them: at least one cell, finite times and
+    counts (JSON allows NaN and Infinity, and a hand-edited file may hold anything)."""
+    if not 1 <= w.cells <= 2**40 or w.dims not in (1, 2, 3):
+        raise M.ModelError(f"{path}: mesh cells {w.cells} and dims {w.dims}: expected at "
+                           "least one cell and 1 to 3 dimensions")
+    numbers = {k: getattr(w, k) for k in ("compute_s", "serial_s", "exchanges",
+                                          "fields_per_exchange", "allreduces", "gathers",
+                                          "mpi_call_s", "floor_s")}
+    numbers["s_per_step"] = w.measured.get("s_per_step")
+    numbers["ranks"] = w.measured.get("ranks")
+    for k, v in numbers.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1e30:
+            raise M.ModelError(f"{path}: {k} {v!r}: expected a finite number >= 0")
+    if not numbers["ranks"] >= 1 or not numbers["s_per_step"] > 0:
+        raise M.ModelError(f"{path}: expected a run of at least one rank and a positive time "
+                           "per step")
 
 
 def halos(profile_path: Path, w: M.Workload, ranks: list[int], log) -> dict:
@@ -131,10 +157,14 @@ def halos(profile_path: Path, w: M.Workload, ranks: list[int], log) -> dict:
     case_file = profile_path.parent / "case.toml"
     if case_file.exists() and w.cells <= EXACT_LIMIT:
         from ..case import CaseError, load_case
+        from ..limits import generated_cells
         from ..mesh import from_case
 
         try:
             case = load_case(str(case_file))
+            n = generated_cells(case.mesh) if case.mesh.type in ("box", "step") else 0
+            if n and n != w.cells:  # a case.toml that is not the profile's run
+                raise ValueError(f"its mesh has {n} cells, the profile {w.cells}")
             mesh = from_case(case.mesh)
         except (CaseError, OSError, ValueError) as e:
             log(f"  cannot rebuild the mesh from {case_file} ({e}); using a process grid")
@@ -223,10 +253,12 @@ def _safe(name: str) -> str:
 
 
 def main(args) -> int:
+    from ..mpiutil import one_line
+
     try:
         return _main(args)
     except M.ModelError as e:
-        print(f"haloflow: error: {e}", file=sys.stderr)
+        print(one_line(f"haloflow: error: {e}"), file=sys.stderr)
         return 2
 
 

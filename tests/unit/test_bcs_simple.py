@@ -224,8 +224,9 @@ def _error(overrides, source="channel"):
     ("solver.relaxation.p=1.5", "solver.relaxation.p: expected a number in (0, 1], got 1.5"),
     ("solver.gradient=green", 'solver.gradient: expected "gauss" or "least-squares"'),
     ("solver.laplacian=limited", 'expected "corrected" or "uncorrected", got "limited"'),
-    ("solver.residual_tol=-1", "solver.residual_tol: expected a number >= 0, got -1"),
-    ("solver.n_nonorth_correctors=-1", "expected an integer >= 0, got -1"),
+    ("solver.residual_tol=-1",
+     "solver.residual_tol: expected a number >= 0, at most 1e+30, got -1"),
+    ("solver.n_nonorth_correctors=-1", "expected an integer from 0 to 100, got -1"),
     ("postprocess.channel_x=0", "postprocess.channel_x: expected a number in (0, 1]"),
 ])
 def test_case_errors_are_one_line(override, expected):

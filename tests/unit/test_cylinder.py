@@ -96,7 +96,7 @@ def test_bad_cells_around(n):
 
 @pytest.mark.parametrize("override, message", [
     ("mesh.cells_around=66", "mesh.cells_around: expected a multiple of 4"),
-    ("mesh.cells_around=4", "mesh.cells_around: expected an integer >= 8"),
+    ("mesh.cells_around=4", "mesh.cells_around: expected an integer from 8 to 1048576"),
     ("mesh.grading=0", "mesh.grading: expected a positive number"),
     ("mesh.cells=[4,4,1]", 'mesh.cells: not a key of a mesh of type "cylinder"'),
     ("boundary.inlet.type=wall", "boundary.inlet.profile: not allowed"),

@@ -79,6 +79,11 @@ def add_parser(sub) -> None:
                    metavar="ENGINE", help="timed loops in compiled code (native, default) "
                                           "or in Python over mpi4py (for comparison)")
     p.add_argument("--quiet", action="store_true", help="only the summary line")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite the -o file (and its .json and .png) if it exists")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="--tcp: give up when the other side does not answer within S seconds "
+                        "(connecting, or waiting for data; default 60)")
     p.add_argument("--tcp", action="store_true", help="raw TCP sockets instead of MPI")
     p.add_argument("--listen", metavar="[HOST:]PORT",
                    help="TCP: wait for the other side on PORT (0: any free port); implies --tcp")
@@ -137,20 +142,30 @@ def options(args) -> Options:
             raise UserError("--integrity checks one pair; run it without --pairs")
     if args.output is not None and args.output.suffix in (".json", ".png") and not args.pairs:
         raise UserError(f"-o {args.output}: name the .out file; .json and .png go beside it")
+    if not 0.0 < args.timeout <= 86400.0:
+        raise UserError(f"--timeout {args.timeout}: expected 0 < S <= 86400 seconds")
+    if args.output is not None and not args.force:
+        out = args.output
+        taken = [p for p in (out, out.with_suffix(".json"), out.with_suffix(".png"))
+                 if p.exists() or p.is_symlink()]
+        if taken:
+            raise UserError(f"-o {out}: {taken[0]} exists; pass --force to overwrite it")
     return Options(args.output, lo, hi, args.perturb, args.mode, args.sync or "fence",
                    args.integrity, args.nocache, pool, args.trial_time, args.trials,
-                   args.engine, args.quiet, tcp, args.listen, args.connect, args.pairs)
+                   args.engine, args.quiet, tcp, args.listen, args.connect, args.pairs,
+                   args.timeout)
 
 
 def main(args) -> int:
     """Entry point of the sub-command (``haloflow netpipe ...``)."""
     if args.tcp or args.listen or args.connect:  # no MPI at all on this path
+        from ...mpiutil import one_line
         from .tcp import run_tcp
 
         try:
             return run_tcp(options(args))
         except UserError as e:
-            sys.stderr.write(f"haloflow: error: {e}\n")
+            sys.stderr.write(one_line(f"haloflow: error: {e}") + "\n")
             return e.exit_code
     from ...mpiutil import fail_fast, get_comm
 

@@ -37,6 +37,7 @@ class Options:
     listen: str | None
     connect: str | None
     pairs: bool
+    timeout: float = 60.0  # --tcp: seconds to wait for a connection to answer or for data
 
     def sizes(self) -> list[int]:
         return schedule(self.lo, self.hi, 0 if self.integrity else self.perturb)

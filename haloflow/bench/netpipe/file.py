@@ -51,6 +51,27 @@ def write_out(path, nbytes, seconds) -> None:
     Path(path).write_text("".join(lines))
 
 
+MAX_TEXT = 16 << 20  # a NetPIPE curve is a few hundred lines
+
+
+def read_small_text(path: Path, error=ValueError, limit: int = MAX_TEXT) -> str:
+    """A regular file's text, read no further than ``limit`` bytes (``/dev/zero`` or a
+    multi-gigabyte file named by mistake must not be read to the end), as UTF-8."""
+    try:
+        if not path.is_file():
+            raise error(f"{path}: {'not a regular file' if path.exists() else 'no such file'}")
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise error(f"{path}: cannot read ({e.strerror})") from None
+    if len(data) > limit:
+        raise error(f"{path}: larger than {limit >> 20} MiB; expected a small text file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise error(f"{path}: not a text file (not UTF-8)") from None
+
+
 def read_out(path) -> NetpipeData:
     """Read NetPIPE output (3.x spaces or 2.x tabs, extra columns ignored, '#' comments).
 
@@ -59,7 +80,7 @@ def read_out(path) -> NetpipeData:
     """
     path = Path(path)
     rows = []
-    for k, line in enumerate(path.read_text().splitlines(), start=1):
+    for k, line in enumerate(read_small_text(path, NetpipeFormatError).splitlines(), start=1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
@@ -74,7 +95,7 @@ def read_out(path) -> NetpipeData:
             raise NetpipeFormatError(
                 f"{path} line {k}: expected 'bytes Mbps seconds', got {line.strip()!r}{hint}"
             ) from None
-        if n < 1 or not t > 0.0:
+        if n < 1 or not 0.0 < t < float("inf") or not 0.0 <= rate < float("inf"):
             raise NetpipeFormatError(
                 f"{path} line {k}: bytes must be >= 1 and seconds > 0, got {line.strip()!r}")
         rows.append((n, rate, t))

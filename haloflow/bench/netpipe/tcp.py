@@ -161,8 +161,59 @@ def _pool_for(cfg) -> Pool:
     return Pool(allocate(nbytes), cfg["nocache"], 2)
 
 
-def _nodelay(sock) -> None:
+def _nodelay(sock, timeout: float) -> None:
+    """No Nagle delay; and a kernel deadline on every receive and send (SO_RCVTIMEO,
+    SO_SNDTIMEO), so a peer that stops answering ends the run with an error instead of a
+    hang, while the socket stays in blocking mode: no poll before each call in the timed
+    loops, as a Python-level socket timeout would add."""
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sec = int(timeout)
+    tv = struct.pack("ll", sec, int((timeout - sec) * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+
+
+def _lost(who: str, e: OSError, timeout: float) -> TcpError:
+    """A lost connection, or a peer silent past the deadline, in one line."""
+    if isinstance(e, TimeoutError | BlockingIOError) or e.errno in (errno.EAGAIN,
+                                                                   errno.ETIMEDOUT):
+        return TcpError(f"{who}: no answer within {timeout:g} s (--timeout)")
+    return TcpError(f"connection to {who} lost: {e.strerror or e}")
+
+
+# what a connecting side may ask the listener for (it allocates the buffers)
+_CFG_KINDS = {"mode": str, "sizes": list, "max": int, "trial_time": float | int,
+              "trials": int, "integrity": bool, "nocache": bool}
+
+
+def _checked_cfg(cfg: dict, addr: str, opts) -> dict:
+    """The peer's settings, refused unless they are what a haloflow netpipe sends and ask
+    for no larger buffers than this side's own --max (and --pool) allow: the peer must not
+    choose how much memory the listener allocates."""
+    from ...limits import too_big
+    from .pool import MAX_POOL
+
+    bad = [k for k, t in _CFG_KINDS.items() if not isinstance(cfg.get(k), t)]
+    if not bad:
+        pool = cfg.get("pool")
+        checks = {"mode": cfg["mode"] in ("pingpong", "stream"),
+                  "trials": 1 <= cfg["trials"] <= 1000,
+                  "trial_time": 0 < cfg["trial_time"] <= 60,
+                  "sizes": 0 < len(cfg["sizes"]) <= 10000 and all(
+                      type(n) is int and 1 <= n <= cfg["max"] for n in cfg["sizes"]),
+                  "pool": pool is None or type(pool) is int and pool >= 1}
+        bad = [k for k, ok in checks.items() if not ok]
+    if bad:
+        raise TcpError(f"{addr} sent a {bad[0]} haloflow netpipe does not send")
+    if cfg["max"] > opts.hi or (cfg.get("pool") or 0) > (opts.pool or MAX_POOL):
+        raise TcpError(f"{addr} asks for messages of up to {format_size(cfg['max'])} (pool "
+                       f"{format_size(cfg.get('pool') or 0)}); this side allows --max "
+                       f"{format_size(opts.hi)}: start it with a larger --max (--pool)")
+    why = too_big(pool_bytes(cfg["max"], cfg["nocache"], 2, cfg.get("pool")))
+    if why:
+        raise TcpError(f"{addr} asks for messages of {format_size(cfg['max'])}: the buffers "
+                       f"{why}")
+    return cfg
 
 
 def listen(opts) -> int:
@@ -181,17 +232,24 @@ def listen(opts) -> int:
         print(f"haloflow netpipe: listening on {host or '*'}:{bound[1]}", flush=True)
         sock, addr = srv.accept()
     with sock:
-        _nodelay(sock)
+        _nodelay(sock, opts.timeout)
         link = TcpLink(sock, first=False)
         try:
             cfg = link.recv()
         except (ValueError, UnicodeDecodeError, TcpError):
             cfg = None
+        except OSError as e:
+            raise _lost(f"{addr[0]} (connected)", e, opts.timeout) from None
         if not isinstance(cfg, dict) or cfg.get("hello") != HELLO:
             raise TcpError(f"{addr[0]} connected, but it is not haloflow netpipe --tcp")
         if cfg.get("version") != VERSION:
             link.send({"error": f"protocol version {VERSION} here, {cfg.get('version')} there"})
             raise TcpError(f"{addr[0]}: different haloflow netpipe protocol version")
+        try:
+            cfg = _checked_cfg(cfg, addr[0], opts)
+        except TcpError as e:
+            link.send({"error": str(e)})
+            raise
         tr = TcpTransport(sock, False, cfg["mode"], _pool_for(cfg))
         link.send({"ok": True, "host": socket.gethostname()})
         if not opts.quiet:
@@ -202,8 +260,8 @@ def listen(opts) -> int:
                 integrity_sweep(link, tr, cfg["sizes"], cfg["trials"])
             else:
                 sweep(link, tr, cfg["sizes"], cfg["trial_time"], cfg["trials"])
-        except (ConnectionError, OSError) as e:
-            raise TcpError(f"connection to {addr[0]} lost: {e}") from None
+        except OSError as e:
+            raise _lost(addr[0], e, opts.timeout) from None
     if not opts.quiet:
         print("haloflow netpipe: done", flush=True)
     return 0
@@ -216,12 +274,15 @@ def connect(opts, corrupt=None) -> int:
 
     host, port = _host_port(opts.connect, "--connect", need_host=True)
     try:
-        sock = socket.create_connection((host, port), timeout=10)
+        sock = socket.create_connection((host, port), timeout=opts.timeout)
     except ConnectionRefusedError:
         raise TcpError(f"--connect {opts.connect}: connection refused (is `haloflow netpipe "
                        f"--tcp --listen {port}` running there?)") from None
     except socket.gaierror as e:
         raise UserError(f"--connect {opts.connect}: unknown host ({e.strerror})") from None
+    except TimeoutError:
+        raise TcpError(f"--connect {opts.connect}: no answer within {opts.timeout:g} s "
+                       "(--timeout)") from None
     except OSError as e:
         raise TcpError(f"--connect {opts.connect}: {e.strerror or e}") from None
     sizes = opts.sizes()
@@ -230,15 +291,19 @@ def connect(opts, corrupt=None) -> int:
            "integrity": opts.integrity, "nocache": opts.nocache, "pool": opts.pool}
     with sock:
         sock.settimeout(None)
-        _nodelay(sock)
+        _nodelay(sock, opts.timeout)
         link = TcpLink(sock, first=True)
         pool = _pool_for(cfg)
         tr = TcpTransport(sock, True, opts.mode, pool)
         try:
             link.send(cfg)
             reply = link.recv()
-        except (ConnectionError, OSError, ValueError) as e:
+        except OSError as e:
+            raise _lost(f"--connect {opts.connect}", e, opts.timeout) from None
+        except (ValueError, TcpError) as e:
             raise TcpError(f"--connect {opts.connect}: no haloflow netpipe there ({e})") from None
+        if not isinstance(reply, dict):
+            raise TcpError(f"--connect {opts.connect}: no haloflow netpipe there")
         if not reply.get("ok"):
             raise TcpError(f"--connect {opts.connect}: {reply.get('error', 'refused')}")
         meta = {"tool": "haloflow netpipe", "transport": "tcp", "mode": opts.mode,
@@ -260,8 +325,8 @@ def connect(opts, corrupt=None) -> int:
             count = iter(range(len(sizes)))
             points = sweep(link, tr, sizes, opts.trial_time, opts.trials,
                            lambda pt: say(quiet, progress_line(next(count), pt)))
-        except (ConnectionError, OSError) as e:
-            raise TcpError(f"connection to {host}:{port} lost: {e}") from None
+        except OSError as e:
+            raise _lost(f"{host}:{port}", e, opts.timeout) from None
     doc = write_results(paths, meta, points, f"haloflow netpipe tcp {opts.mode}, "
                                              f"{meta['hosts'][0]} -> {host}")
     print(doc["summary_line"], flush=True)
