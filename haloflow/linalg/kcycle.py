@@ -34,9 +34,22 @@ import numpy as np
 
 from ..parallel import mpicall, threads
 from ..parallel.halo.kernels import pack, unpack
-from .amg import (KCYCLE_T, _axpy_into, _combine, _kdots1, _kdots2, _scale_into,
-                  galerkin_refresh, gs_rows, gs_sweep, lu_solve, prolong_add, residual,
-                  restrict, spmv)
+from .amg import (
+    KCYCLE_T,
+    _axpy_into,
+    _combine,
+    _kdots1,
+    _kdots2,
+    _scale_into,
+    galerkin_refresh,
+    gs_rows,
+    gs_sweep,
+    lu_solve,
+    prolong_add,
+    residual,
+    restrict,
+    spmv,
+)
 from .krylov import SolveInfo
 from .matrix import IDX
 
@@ -631,7 +644,6 @@ class CompiledSolve:
             raise ValueError(f"no compiled solve for {method!r}")
         self.amg, self.method = amg, method
         self.kernel = fcg if method == "fcg" else cg1
-        A = amg.A
         levels = amg.levels
         nl = len(levels)
         lv = np.zeros((nl + 1, LV_COLS), dtype=np.int64)

@@ -29,8 +29,8 @@ def return_freed_arrays() -> None:
     stayed ~70 MB (260 bytes per cell) above its live arrays.  Fixing the threshold at 1 MiB
     keeps every large array in its own mapping; smaller blocks stay on the heap, where the
     few a step makes are reused without page faults (at 128 KiB a 32^3 step took ~360 more
-    faults, against ~45 at 1 MiB; set-up's 64^3 peak is the same either way).  No effect where the C library has no
-    ``mallopt``."""
+    faults, against ~45 at 1 MiB; set-up's 64^3 peak is the same either way).  No effect
+    where the C library has no ``mallopt``."""
     try:
         ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_BYTES)
     except (OSError, AttributeError):

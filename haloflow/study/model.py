@@ -2,8 +2,9 @@
 
 One run's ``profile.json`` (usually on one rank) tells how much work a step is and how it
 communicates: compute seconds, the seconds of the AMG levels that every rank of a parallel run
-solves whole (the redundant coarse solve), field exchanges per step on the mesh and on each distributed AMG level, allreduces per
-step and the cost of one MPI call from haloflow's Python layer.  For P ranks the model adds
+solves whole (the redundant coarse solve), field exchanges per step on the mesh and on each
+distributed AMG level, allreduces per step and the cost of one MPI call from haloflow's
+Python layer.  For P ranks the model adds
 
     compute    (work - fixed) x (largest rank's cells / all cells) + fixed, where fixed is
                the AMG levels every rank solves whole plus the cost of the kernel calls
