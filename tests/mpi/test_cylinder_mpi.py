@@ -39,8 +39,10 @@ def test_re100_steps_match_serial_on_2_ranks(haloflow_mpi, tmp_path):
     """40 BDF2 PISO steps of cylinder_re100 (the built-in mesh) on 2 ranks give the serial
     forces (summed over the ranks' wall faces).  c_D, c_L and dp agree to 5e-7 at worst in
     the first steps of the impulsive start (c_D 180 there; the pressure solves stop at their
-    tolerance, reached differently on 2 ranks) and to 2e-9 at step 40 (measured); bounds
-    2e-6 and 1e-8."""
+    tolerance, reached differently on 2 ranks) and to 2.4e-8 at step 40 (measured since the
+    coarse AMG levels skip the cut resweep and the smallest take a plain cycle, so the 2-rank
+    preconditioner differs a little more from the serial one; 2e-9 before); bounds 2e-6 and
+    5e-8, still far below the pressure solves' tolerance."""
     got = {}
     for n in (1, 2):
         out = tmp_path / f"n{n}"
@@ -55,4 +57,4 @@ def test_re100_steps_match_serial_on_2_ranks(haloflow_mpi, tmp_path):
         a, b = np.asarray(got[1][k]), np.asarray(got[2][k])
         assert len(a) == 40 and np.abs(a).max() > 0.1
         assert np.abs(b - a).max() <= 2e-6, (k, np.abs(b - a).max())
-        assert abs(b[-1] - a[-1]) <= 1e-8, (k, a[-1], b[-1])
+        assert abs(b[-1] - a[-1]) <= 5e-8, (k, a[-1], b[-1])
