@@ -61,7 +61,12 @@ the all-Neumann finite-volume Laplacian):
   solved by the K-cycle's two Krylov steps but by one cycle: without it the visits, and the
   reductions, double at every level (62^3: 64 reductions per application against 33), for
   the same iterations (62^3, 32^3: 10; 63^2, 255^2: 10).  Not much higher: with 1500, 63^2
-  took 18 iterations instead of 10.
+  took 18 iterations instead of 10.  Only the first ``KRYLOV_LEVELS`` = 2 coarse levels
+  keep the K-cycle: every further K-level doubles the visits below it, and with the
+  replicated level at 300 rows the 62^3 cavity had 4 of them (584 allreduces per step,
+  counted as 2 ranks would make them).  With 2: 217 per step for 10.95 pressure
+  iterations per solve against 10.55; 32^3 291 -> 201 (10.2 -> 10.25), 255^2 743 -> 540
+  (12.5 -> 13.4), 63^2 unchanged; with 1, 255^2 took 21.5.
 - Smoother: l1 hybrid Gauss-Seidel, rank-local (Jacobi across the cut, the l1 diagonal
   keeping it convergent), forward before and backward after the coarse correction.  On
   distributed levels the rows next to the cut are swept once more after an exchange
@@ -95,6 +100,7 @@ KAPPA = 4.5  # refuse tentative aggregates whose two-grid quality mu(G) exceeds 
 KCYCLE_T = 0.25  # K-cycle: skip the second Krylov step if the residual fell by this factor
 DENSE_LU = 200  # a coarsest level of at most this many rows gets a dense LU
 KRYLOV_ABOVE = 500  # K-cycle: levels with fewer global rows get one plain cycle per visit
+KRYLOV_LEVELS = 2  # ... and so do levels below the first KRYLOV_LEVELS coarse ones
 RESWEEP = 1  # distributed levels: sweep the rows next to the cut again with fresh ghosts
 RESWEEP_ABOVE = 2000  # ... on coarse levels of at least this many global rows (serial: counted)
 AGGREGATION = "global"  # "global": partition-independent aggregates; "local": per rank
@@ -974,8 +980,8 @@ class AMG:
         """Smoother diagonals on every level; the coarsest level's factorisation.  The work on
         the redundant levels is timed as "amg_gathered": every rank repeats it."""
         fr = self._redundant_from()
-        for lev in self.levels:
-            lev.krylov = lev.rows >= KRYLOV_ABOVE
+        for i, lev in enumerate(self.levels):
+            lev.krylov = lev.rows >= KRYLOV_ABOVE and i <= KRYLOV_LEVELS
         for i, lev in enumerate(self.levels[:fr]):
             lev.smoother_setup()
             if RESWEEP and lev.cut is None and (i == 0 or lev.rows >= RESWEEP_ABOVE):
