@@ -704,6 +704,7 @@ class Level:
         self.next = None  # SimpleNamespace(agg, nc, ncols, slot, share, xfer, redundant)
         self.rows = n  # global rows (set by the hierarchy for distributed levels)
         self.calls = 0  # halo exchanges made (or, serially, that a parallel run would make)
+        self.compiled_calls = 0  # of those, made from compiled code
         self.key = None  # visiting order of the matching (serial order of the rows) if not 0..n
         self.lu = None  # coarsest level: LU factors as CSC arrays for lu_solve
         self.dense = None  # coarsest level: the dense LU's fixed index arrays and work
@@ -1076,7 +1077,9 @@ class AMG:
         fr = self._redundant_from()
         rd = self.levels[fr] if fr < len(self.levels) else None
         return {"levels": [{"index": i, "rows": int(lev.rows), "distributed": i < fr,
-                            "exchanges": int(lev.calls)} for i, lev in enumerate(self.levels)],
+                            "exchanges": int(lev.calls),
+                            "compiled_exchanges": int(lev.compiled_calls)}
+                           for i, lev in enumerate(self.levels)],
                 "gathered_rows": int(rd.rows) if rd is not None else 0,
                 "gathered_nnz": int(len(rd.indices)) if rd is not None else 0,
                 "allgathers": int(self.allgathers), "refreshes": int(self.refreshes)}

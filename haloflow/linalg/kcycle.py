@@ -808,11 +808,13 @@ class CompiledSolve:
         amg = self.amg
         st = amg.red.stats
         st.calls += int(cnt[REDUCTIONS])
+        st.compiled += int(cnt[REDUCTIONS])
         st.seconds += float(cnt[REDUCE_NS]) * 1e-9
         pl = self.par.pl
         for i, lev in enumerate(amg.levels):
             k = int(cnt[CNT_HEAD + i])
             lev.calls += k
+            lev.compiled_calls += k
             ex = amg.A.ex if i == 0 else lev.ex
             if i == 0:  # the Krylov products' exchanges go through the matrix's exchanger
                 k += int(cnt[TOP_EXCHANGES])
@@ -820,6 +822,7 @@ class CompiledSolve:
                 continue
             hs = ex.stats
             hs.calls += k
+            hs.compiled += k
             hs.fields += k
             hs.messages += k * int(pl[i, NNB])
             hs.bytes += k * 8 * int(pl[i, HSEND])

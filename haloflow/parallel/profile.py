@@ -23,7 +23,9 @@ SCHEMA = 2
 LOOP_PHASES = ("assemble", "fluxes", "solve_U", "solve_p", "halo", "monitor", "halo_solve",
                "amg_gathered")
 NESTED = ("halo_solve", "amg_gathered")
-HALO_KEYS = ("calls", "fields", "messages", "bytes", "pack_s", "wait_s", "unpack_s")
+HALO_KEYS = ("calls", "fields", "messages", "bytes", "pack_s", "wait_s", "unpack_s",
+             "compiled")
+REDUCE_KEYS = ("calls", "seconds", "compiled")
 
 
 def rank_record(lmesh, timers, exchangers, reduce_stats, loop_s: float) -> dict:
@@ -37,7 +39,8 @@ def rank_record(lmesh, timers, exchangers, reduce_stats, loop_s: float) -> dict:
         "cells": int(lmesh.n_owned), "ghosts": int(lmesh.n_ghost),
         "neighbours": int(len(lmesh.neighbours)), "loop_s": float(loop_s),
         "phases": timers.as_dict(), "halo": halo,
-        "allreduce": {"calls": int(reduce_stats.calls), "seconds": float(reduce_stats.seconds)},
+        "allreduce": {"calls": int(reduce_stats.calls), "seconds": float(reduce_stats.seconds),
+                      "compiled": int(reduce_stats.compiled)},
     }
 
 
@@ -54,7 +57,7 @@ def since(record: dict, earlier: dict) -> dict:
             "seconds": v["seconds"] - e["seconds"], "calls": v["calls"] - e["calls"]}
     out["halo"] = {k: record["halo"][k] - earlier["halo"][k] for k in HALO_KEYS}
     out["allreduce"] = {k: record["allreduce"][k] - earlier["allreduce"][k]
-                        for k in ("calls", "seconds")}
+                        for k in REDUCE_KEYS}
     return out
 
 
@@ -63,7 +66,8 @@ def amg_since(info: dict | None, earlier: dict | None) -> dict | None:
     (same hierarchy)."""
     if not info or not earlier or len(info["levels"]) != len(earlier["levels"]):
         return info
-    levels = [{**lv, "exchanges": lv["exchanges"] - e["exchanges"]}
+    levels = [{**lv, **{k: lv[k] - e[k] for k in ("exchanges", "compiled_exchanges")
+                        if k in lv and k in e}}
               for lv, e in zip(info["levels"], earlier["levels"], strict=True)]
     counts = {k: info[k] - earlier[k] for k in ("allgathers", "refreshes")
               if k in info and k in earlier}
@@ -128,7 +132,7 @@ def summarise(records: list[dict], steps: int, iterations: dict, extra: dict | N
         s["nested"] = k in NESTED
         phases[k] = s
     halo = {k: _spread([r["halo"][k] for r in records]) for k in HALO_KEYS}
-    red = {k: _spread([r["allreduce"][k] for r in records]) for k in ("calls", "seconds")}
+    red = {k: _spread([r["allreduce"][k] for r in records]) for k in REDUCE_KEYS}
     comm_s = np.array([r["halo"]["pack_s"] + r["halo"]["wait_s"] + r["halo"]["unpack_s"]
                        + r["allreduce"]["seconds"] for r in records])
     compute = np.maximum(loop - comm_s, 0.0)
@@ -154,6 +158,9 @@ def summarise(records: list[dict], steps: int, iterations: dict, extra: dict | N
             "messages": halo["messages"]["mean"] / n,
             "bytes": halo["bytes"]["mean"] / n,
             "allreduces": red["calls"]["mean"] / n,
+            # of those, made from compiled code: no Python call cost around them
+            "compiled_exchanges": halo["compiled"]["mean"] / n,
+            "compiled_allreduces": red["compiled"]["mean"] / n,
             **{k: v for k, v in iterations.items()},
         },
         **(extra or {}),

@@ -25,6 +25,7 @@ class ReduceStats:
 
     calls: int = 0
     seconds: float = 0.0
+    compiled: int = 0  # of the calls, those made from compiled code (the pressure solve's)
 
 
 class Reducer:

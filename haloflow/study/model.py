@@ -206,12 +206,13 @@ class Workload:
     exchanges: float  # halo exchange calls per step on the mesh
     fields_per_exchange: float
     levels: list  # distributed AMG levels: (rows, exchange calls per step)
-    allreduces: float
+    allreduces: float  # of which compiled_allreduces come from compiled code
     gathers: float  # allgathers of the redundant level's right-hand side per step
     gathered_rows: int  # its rows
     mpi_call_s: float
     floor_s: float = 0.0  # per-step cost of kernel calls themselves, whatever their size
     refreshes: float = 0.0  # allgathers of the redundant level's coefficients per step
+    compiled_allreduces: float = 0.0  # allreduces called from compiled code (no Python layer)
     gathered_nnz: int = 0  # its entries
     threads: int = 1
     measured: dict = field(default_factory=dict)  # the profile's own ranks and s/step
@@ -230,8 +231,15 @@ class Workload:
             gathered = ph.get("amg_gathered", {"max": 0.0, "calls": [0]})
             serial = gathered["max"] / steps
             amg = prof.get("amg", {})
-            levels = [(lv["rows"], lv["exchanges"] / steps) for lv in amg.get("levels", [])
-                      if lv["distributed"] and lv["index"] > 0]
+            coarse = [lv for lv in amg.get("levels", []) if lv["distributed"] and lv["index"] > 0]
+            levels = [(lv["rows"], lv["exchanges"] / steps) for lv in coarse]
+            ps = prof["per_step"]
+            # the per-call floor is Python's: calls made from compiled code do not pay it
+            python_calls = (ps["halo_exchanges"] - ps.get("compiled_exchanges", 0.0)
+                            + ps["allreduces"] - ps.get("compiled_allreduces", 0.0)
+                            + (0.0 if ranks > 1 else sum(
+                                lv["exchanges"] - lv.get("compiled_exchanges", 0)
+                                for lv in coarse) / steps))
             coarse_calls = sum(c for _, c in levels) * steps
             halo = prof["halo"]
             calls = halo["calls"]["mean"] - (coarse_calls if ranks > 1 else 0.0)
@@ -250,9 +258,8 @@ class Workload:
                 refreshes=amg.get("refreshes", 0) / steps,
                 gathered_nnz=int(amg.get("gathered_nnz", 0)),
                 mpi_call_s=float(prof["machine"]["mpi_call_s"]),
-                floor_s=CALLS_PER_OP * float(prof["machine"]["kernel_call_s"]) * (
-                    prof["per_step"]["halo_exchanges"] + prof["per_step"]["allreduces"]
-                    + (0.0 if ranks > 1 else sum(c for _, c in levels))),
+                floor_s=CALLS_PER_OP * float(prof["machine"]["kernel_call_s"]) * python_calls,
+                compiled_allreduces=ps.get("compiled_allreduces", 0.0),
                 threads=int(prof.get("case", {}).get("threads", 1)),
                 measured={"ranks": ranks, "s_per_step": prof["s_per_step"]})
         except (KeyError, TypeError, IndexError) as e:
@@ -324,7 +331,7 @@ def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node: int
 
     one = float(shm.time(REDUCE_BYTES)) * _stages(min(P, per_node)) + \
         float(net.time(REDUCE_BYTES)) * _stages(nodes)
-    reduce_s = w.allreduces * (one + w.mpi_call_s)
+    reduce_s = w.allreduces * one + (w.allreduces - w.compiled_allreduces) * w.mpi_call_s
     gather_s = w.gathers * allgather_s(8 * w.gathered_rows, P, nodes, per_node, net, shm,
                                        w.mpi_call_s) \
         + w.refreshes * allgather_s(8 * w.gathered_nnz, P, nodes, per_node, net, shm,

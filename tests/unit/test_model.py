@@ -257,3 +257,25 @@ def test_predict_writes_table_csv_json_and_plots(tmp_path, capsys, shm_file):
     rows = (out / "predict.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 7
     assert (out / "plots" / "predict-compare.png").stat().st_size > 10_000
+
+
+def test_calls_from_compiled_code_pay_no_python_call_cost():
+    """The per-call floor and the Python layer's MPI call cost are charged only to calls made
+    from Python: the compiled pressure solve's exchanges and allreduces pay the wire alone."""
+    kw = dict(exchanges=500.0, allreduces=700.0, mpi_call_s=4e-6, kernel_call_s=1e-6,
+              levels=[(16384, 100.0)])
+    python = M.Workload.from_profile(synthetic_profile(**kw))
+    prof = synthetic_profile(**kw)
+    prof["per_step"].update(compiled_exchanges=300.0, compiled_allreduces=600.0)
+    prof["amg"]["levels"][0]["compiled_exchanges"] = prof["amg"]["levels"][0]["exchanges"]
+    compiled = M.Workload.from_profile(prof)
+    # floor: CALLS_PER_OP x kernel_call_s x Python calls (the 1-rank coarse calls included)
+    assert python.floor_s == pytest.approx(M.CALLS_PER_OP * 1e-6 * (500 + 700 + 100))
+    assert compiled.floor_s == pytest.approx(M.CALLS_PER_OP * 1e-6 * (200 + 100))
+    net = M.Curve.hockney("n", 2e-6, 1e9)
+    for p in (2, 64):
+        h = M.halo_of_grid(python.cells, p, python.dims)
+        a = M.predict(python, h, net, net, cores_per_node=1)
+        b = M.predict(compiled, h, net, net, cores_per_node=1)
+        assert a.reduce_s - b.reduce_s == pytest.approx(600 * 4e-6, rel=1e-9)
+        assert a.halo_s == b.halo_s  # the messages themselves cost the same

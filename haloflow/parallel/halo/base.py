@@ -33,6 +33,7 @@ class HaloStats:
     pack_s: float = 0.0
     wait_s: float = 0.0
     unpack_s: float = 0.0
+    compiled: int = 0  # calls made from compiled code (no Python call around them)
     copies: int = 0
     copy_bytes: int = 0
     copy_s: float = 0.0
