@@ -313,32 +313,43 @@ def _spmv_many(indptr, indices, data, X, Y, comps, act, runs):
     summed as :func:`~haloflow.linalg.matrix.spmv` sums it.  Three active components share
     one pass over the matrix."""
     if len(comps) == 3 and act[0] and act[1] and act[2]:
-        x0, x1, x2, y0, y1, y2 = X[0], X[1], X[2], Y[0], Y[1], Y[2]
         for q in range(len(runs) // 2):
-            for i in range(runs[2 * q], runs[2 * q + 1]):
-                s0 = 0.0
-                s1 = 0.0
-                s2 = 0.0
-                for k in range(indptr[i], indptr[i + 1]):
-                    a = data[k]
-                    j = indices[k]
-                    s0 += a * x0[j]
-                    s1 += a * x1[j]
-                    s2 += a * x2[j]
-                y0[i] = s0
-                y1[i] = s1
-                y2[i] = s2
+            _rows_three(indptr, indices, data, X, Y, runs[2 * q], runs[2 * q + 1])
         return
     for d in comps:
         if not act[d]:
             continue
-        x, y = X[d], Y[d]
         for q in range(len(runs) // 2):
-            for i in range(runs[2 * q], runs[2 * q + 1]):
-                s = 0.0
-                for k in range(indptr[i], indptr[i + 1]):
-                    s += data[k] * x[indices[k]]
-                y[i] = s
+            _rows_one(indptr, indices, data, X[d], Y[d], runs[2 * q], runs[2 * q + 1])
+
+
+@nb.njit(cache=True, inline="always")
+def _rows_three(indptr, indices, data, X, Y, lo, hi):
+    """``Y[0:3] = A X[0:3]`` on rows ``lo..hi-1``: one pass over the matrix for all three."""
+    x0, x1, x2, y0, y1, y2 = X[0], X[1], X[2], Y[0], Y[1], Y[2]
+    for i in range(lo, hi):
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            a = data[k]
+            j = indices[k]
+            s0 += a * x0[j]
+            s1 += a * x1[j]
+            s2 += a * x2[j]
+        y0[i] = s0
+        y1[i] = s1
+        y2[i] = s2
+
+
+@nb.njit(cache=True, inline="always")
+def _rows_one(indptr, indices, data, x, y, lo, hi):
+    """``y = A x`` on rows ``lo..hi-1``, each row summed as ``matrix.spmv`` sums it."""
+    for i in range(lo, hi):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            s += data[k] * x[indices[k]]
+        y[i] = s
 
 
 @nb.njit(cache=True)
@@ -611,30 +622,11 @@ def _spmv_rows(indptr, indices, data, X, Y, act, m, comps):
     """``Y[d] = A X[d]`` on every row for the active components (three together)."""
     nr = len(indptr) - 1
     if m == 3 and act[0] == 1 and act[1] == 1 and act[2] == 1:
-        x0, x1, x2, y0, y1, y2 = X[0], X[1], X[2], Y[0], Y[1], Y[2]
-        for i in range(nr):
-            s0 = 0.0
-            s1 = 0.0
-            s2 = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                a = data[k]
-                j = indices[k]
-                s0 += a * x0[j]
-                s1 += a * x1[j]
-                s2 += a * x2[j]
-            y0[i] = s0
-            y1[i] = s1
-            y2[i] = s2
+        _rows_three(indptr, indices, data, X, Y, 0, nr)
         return
     for d in comps:
-        if act[d] != 1:
-            continue
-        x, y = X[d], Y[d]
-        for i in range(nr):
-            s = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                s += data[k] * x[indices[k]]
-            y[i] = s
+        if act[d] == 1:
+            _rows_one(indptr, indices, data, X[d], Y[d], 0, nr)
 
 
 @nb.njit(cache=True)

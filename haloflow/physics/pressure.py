@@ -27,6 +27,20 @@ from .patches import EMPTY, FIXED, ZERO_GRADIENT
 from .schemes import nonorth_flux_correction
 
 
+@nb.njit(cache=True, inline="always")
+def _boundary_flux(ukind, uvalue, HbyA, sf, f, b, o):
+    """The predicted flux through boundary face ``f`` (entry ``b`` of the boundary arrays,
+    owner ``o``): the wall or inlet velocity's, or H/A's where the velocity is extrapolated."""
+    s = 0.0
+    if ukind[b] == FIXED:
+        for d in range(3):
+            s += uvalue[b, d] * sf[f, d]
+    elif ukind[b] == ZERO_GRADIENT:
+        for d in range(3):
+            s += HbyA[d, o] * sf[f, d]
+    return s
+
+
 @nb.njit(cache=True)
 def predicted_fluxes(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uvalue, pkind,
                      phiH, g, f0, f1, boundary):
@@ -47,14 +61,7 @@ def predicted_fluxes(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uval
     for f in range(ni, len(owner)):
         b = f - ni
         o = owner[f]
-        s = 0.0
-        if ukind[b] == FIXED:
-            for d in range(3):
-                s += uvalue[b, d] * sf[f, d]
-        elif ukind[b] == ZERO_GRADIENT:
-            for d in range(3):
-                s += HbyA[d, o] * sf[f, d]
-        phiH[f] = s
+        phiH[f] = _boundary_flux(ukind, uvalue, HbyA, sf, f, b, o)
         g[f] = rAU[o] * gdiff[f] if pkind[b] == FIXED else 0.0
 
 
@@ -137,14 +144,7 @@ def fluxes_and_system(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uva
     for f in range(ni, len(owner)):
         b = f - ni
         o = owner[f]
-        s = 0.0
-        if ukind[b] == FIXED:
-            for d in range(3):
-                s += uvalue[b, d] * sf[f, d]
-        elif ukind[b] == ZERO_GRADIENT:
-            for d in range(3):
-                s += HbyA[d, o] * sf[f, d]
-        phiH[f] = s
+        phiH[f] = _boundary_flux(ukind, uvalue, HbyA, sf, f, b, o)
         g[f] = rAU[o] * gdiff[f] if pkind[b] == FIXED else 0.0
         rhs[o] -= phiH[f]
         if pkind[b] == FIXED:
