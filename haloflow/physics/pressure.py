@@ -65,6 +65,26 @@ def predicted_fluxes(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uval
         g[f] = rAU[o] * gdiff[f] if pkind[b] == FIXED else 0.0
 
 
+@nb.njit(cache=True, inline="always")
+def _add_face(f, o, n, gf, phif, diag, lower, upper, rhs):
+    """Internal face ``f``'s share of the pressure system: coupling ``gf``, flux ``phif``."""
+    diag[o] += gf
+    diag[n] += gf
+    lower[f] = -gf
+    upper[f] = -gf
+    rhs[o] -= phif
+    rhs[n] += phif
+
+
+@nb.njit(cache=True, inline="always")
+def _add_boundary_face(f, b, o, g, phiH, pkind, pvalue, diag, rhs):
+    """Boundary face ``f``'s share: its flux, and the fixed pressure's coupling."""
+    rhs[o] -= phiH[f]
+    if pkind[b] == FIXED:
+        diag[o] += g[f]
+        rhs[o] += g[f] * pvalue[b]
+
+
 @nb.njit(cache=True)
 def pressure_system(owner, neighbour, phiH, g, pkind, pvalue, n_cells, diag, lower, upper, rhs):
     """sum_f g_f (p_P - p_N) = -sum_f phiH_f (+ fixed-pressure boundary terms)."""
@@ -73,21 +93,9 @@ def pressure_system(owner, neighbour, phiH, g, pkind, pvalue, n_cells, diag, low
         diag[c] = 0.0
         rhs[c] = 0.0
     for f in range(ni):
-        o = owner[f]
-        n = neighbour[f]
-        diag[o] += g[f]
-        diag[n] += g[f]
-        lower[f] = -g[f]
-        upper[f] = -g[f]
-        rhs[o] -= phiH[f]
-        rhs[n] += phiH[f]
+        _add_face(f, owner[f], neighbour[f], g[f], phiH[f], diag, lower, upper, rhs)
     for f in range(ni, len(owner)):
-        b = f - ni
-        o = owner[f]
-        rhs[o] -= phiH[f]
-        if pkind[b] == FIXED:
-            diag[o] += g[f]
-            rhs[o] += g[f] * pvalue[b]
+        _add_boundary_face(f, f - ni, owner[f], g, phiH, pkind, pvalue, diag, rhs)
 
 
 @nb.njit(cache=True)
@@ -135,21 +143,13 @@ def fluxes_and_system(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uva
         else:
             s = phiH[f]
             gf = g[f]
-        diag[o] += gf
-        diag[n] += gf
-        lower[f] = -gf
-        upper[f] = -gf
-        rhs[o] -= s
-        rhs[n] += s
+        _add_face(f, o, n, gf, s, diag, lower, upper, rhs)
     for f in range(ni, len(owner)):
         b = f - ni
         o = owner[f]
         phiH[f] = _boundary_flux(ukind, uvalue, HbyA, sf, f, b, o)
         g[f] = rAU[o] * gdiff[f] if pkind[b] == FIXED else 0.0
-        rhs[o] -= phiH[f]
-        if pkind[b] == FIXED:
-            diag[o] += g[f]
-            rhs[o] += g[f] * pvalue[b]
+        _add_boundary_face(f, b, o, g, phiH, pkind, pvalue, diag, rhs)
 
 
 @nb.njit(cache=True)
