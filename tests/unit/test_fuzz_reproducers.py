@@ -69,16 +69,8 @@ def test_netpipe_connect_to_a_listener_that_never_answers():
 
 
 def test_netpipe_listener_whose_client_sends_nothing(tmp_path):
-    listener = _listener()
-    try:
-        port = int(listener.stdout.readline().rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port)):
-            listener.wait(timeout=60)
-        err = listener.stderr.read()
-    finally:
-        if listener.poll() is None:
-            listener.kill()
-    assert listener.returncode == 1 and err.count("\n") == 1, err
+    rc, err = _talk_to_listener(b"")
+    assert rc == 1 and err.count("\n") == 1, err
     assert "no answer within 1 s" in err
 
 
@@ -88,6 +80,23 @@ def _listener(*extra):
     return subprocess.Popen([sys.executable, "-m", "haloflow", "netpipe", "--listen",
                              "127.0.0.1:0", "--timeout", "1", *extra], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _talk_to_listener(message: bytes) -> tuple[int, str]:
+    """Connect to a fresh listener, send ``message`` (maybe nothing), wait for it to end:
+    its exit code and stderr."""
+    listener = _listener()
+    try:
+        port = int(listener.stdout.readline().rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            if message:
+                c.sendall(message)
+            listener.wait(timeout=60)
+        err = listener.stderr.read()
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+    return listener.returncode, err
 
 
 # -- gigabytes from a few bytes ----------------------------------------------------------------
@@ -177,18 +186,9 @@ def test_netpipe_peer_choosing_max_for_the_listener():
     cfg = {"hello": "haloflow-netpipe-tcp", "version": 1, "mode": "pingpong", "sizes": [1],
            "max": 2**40, "trial_time": 0.1, "trials": 1, "integrity": False,
            "nocache": False, "pool": None}
-    listener = _listener()
-    try:
-        port = int(listener.stdout.readline().rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port)) as c:
-            data = json.dumps(cfg).encode()
-            c.sendall(struct.pack("!I", len(data)) + data)
-            listener.wait(timeout=60)
-        err = listener.stderr.read()
-    finally:
-        if listener.poll() is None:
-            listener.kill()
-    assert listener.returncode == 1 and err.count("\n") == 1, err
+    data = json.dumps(cfg).encode()
+    rc, err = _talk_to_listener(struct.pack("!I", len(data)) + data)
+    assert rc == 1 and err.count("\n") == 1, err
     assert "--max" in err
 
 
