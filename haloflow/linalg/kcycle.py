@@ -779,7 +779,6 @@ class CompiledSolve:
         with amg.timers("amg_gathered") if fr < len(levels) else _NULL:
             for lev, nxt in zip(levels[fr:-1], levels[fr + 1:], strict=True):
                 galerkin_refresh(lev.next.slot, lev.data, nxt.data)
-        with amg.timers("amg_gathered") if fr < len(levels) else _NULL:
             for lev in levels[fr:]:
                 lev.smoother_setup()
             if not self._factor():  # not positive definite after all: SuperLU's LU

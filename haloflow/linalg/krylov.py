@@ -512,16 +512,7 @@ def _matvec_many(A, X, Y, comps, act, fields) -> None:
         return
     with A.timers("halo_solve"):
         A.ex.exchange(fields)
-    _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, _rows(A))
-
-
-def _rows(A) -> np.ndarray:
-    """Every owned row as runs (inner, then outer), kept on the matrix once made."""
-    runs = getattr(A, "_all_runs", None)
-    if runs is None:
-        p = A.pattern
-        runs = A._all_runs = np.concatenate([p.inner_runs, p.outer_runs])
-    return runs
+    _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.all_runs)
 
 
 def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
@@ -548,7 +539,7 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     if not ghosts_current:
         with A.timers("halo_solve"):
             A.ex.exchange(xf)
-    _residual_many(p_.indptr, p_.indices, A.data, X, B, R, comps, _rows(A))
+    _residual_many(p_.indptr, p_.indices, A.data, X, B, R, comps, p_.all_runs)
     _bicg3_start(R, B, R0, P, V, comps, n, out)
     sums = red.sum(*out[: 2 * m])
     infos, tols, bnorms, rho_new = [], [], [], [0.0] * 3

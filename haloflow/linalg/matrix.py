@@ -56,6 +56,7 @@ class Pattern:
         touches[rows[cols >= n]] = True
         self.inner_runs = _runs(~touches)
         self.outer_runs = _runs(touches)
+        self.all_runs = np.concatenate([self.inner_runs, self.outer_runs])  # inner, then outer
 
     @property
     def nnz(self) -> int:
