@@ -318,6 +318,10 @@ def _schema() -> dict[str, Any]:
             "fields": _Key(_boolean(), True),
             "plots": _Key(_boolean(), True),
             "log_every": _Key(_integer(1, 10**12), 20),
+            "write_every": _Key(_integer(0, 10**12), 0),  # steps between field series files
+            "checkpoint_every": _Key(_integer(0, 10**12), 0),  # steps between checkpoints
+            "checkpoint_every_s": _Key(_number(0), 0.0),  # wall-clock seconds between them
+            "checkpoint_keep": _Key(_integer(1, 10**6), 2),  # the newest K are kept
         },
         "postprocess": _postprocess(),
     }

@@ -19,13 +19,19 @@ examples:
   haloflow run                                   # built-in cavity, Re = 100, 128 x 128
   mpiexec -n 2 haloflow run cavity -o runs/re400 --set physics.nu=0.0025
   haloflow run my_case.toml --set mesh.cells=[64,64,1] --steps 100
+  haloflow run cavity -o runs/a --set output.checkpoint_every=100 --steps 1000
+  mpiexec -n 4 haloflow run --restart runs/a -o runs/b --steps 2000   # on any rank count
 
 Every key of the case file can be overridden with --set SECTION.KEY=VALUE (VALUE is
 read as TOML; a bare word is taken as a string). Outputs in OUTDIR: case.toml (resolved),
 log.txt, residuals.csv, summary.json, fields/*.pvtu (ParaView), plots/*.png and, for
 the cavity, centerline_u.csv / centerline_v.csv compared with Ghia et al. (1982).
 
-exit codes: 0 success, 1 internal error, 2 bad input, 3 the solution diverged.
+SIGTERM or SIGINT (a batch system's preemption, Ctrl-C) finishes the current step, writes a
+checkpoint and ends the run, marked interrupted in summary.json; --restart goes on from it.
+
+exit codes: 0 success, 1 internal error, 2 bad input, 3 the solution diverged,
+130/143 interrupted by SIGINT/SIGTERM (checkpoint written).
 """
 
 
@@ -46,9 +52,9 @@ def _run_parser(sub) -> None:
         "run", help="run a case (serial, or under mpiexec)",
         description="Run a case to end_time or to steady state.",
         epilog=RUN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("case", nargs="?", default="cavity",
+    p.add_argument("case", nargs="?",
                    help=f"built-in case name ({', '.join(builtin_cases())}) or path to a TOML "
-                        "case file (default: cavity)")
+                        "case file (default: cavity; with --restart, the restarted run's)")
     p.add_argument("-o", "--outdir", type=Path,
                    help="output directory (default: runs/<case>, or runs/<case>-N if taken); "
                         "must be empty or new")
@@ -68,6 +74,10 @@ def _run_parser(sub) -> None:
     p.add_argument("--force", action="store_true",
                    help="allow writing into OUTDIR if it holds a previous haloflow run")
     p.add_argument("--quiet", action="store_true", help="no progress on the terminal")
+    p.add_argument("--restart", metavar="RUN_DIR",
+                   help="go on from the latest checkpoint of the run in RUN_DIR (or from a "
+                        "checkpoint file), on any rank count and halo strategy; --steps "
+                        "counts from the original run's start")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -101,7 +111,11 @@ def cmd_run(args) -> int:
             overrides.append(f"solver.max_steps={args.steps}")
         overrides += [f"parallel.{k}={v}" for k, v in (("halo", args.halo),
                                                        ("staging", args.staging)) if v]
-        case = load_case(args.case, overrides)
+        restart = None
+        if args.restart is not None:
+            restart, case = _restart_case(args, overrides, comm)
+        else:
+            case = load_case(args.case or "cavity", overrides)
         threads = args.threads if args.threads is not None else case.parallel.threads
         if threads < 1:
             raise UserError(f"--threads {threads}: expected at least 1")
@@ -113,8 +127,38 @@ def cmd_run(args) -> int:
 
         from .run import run_case
 
-        run_case(case, outdir, comm, threads=threads, force=args.force, quiet=args.quiet)
+        run_case(case, outdir, comm, threads=threads, force=args.force, quiet=args.quiet,
+                 restart=restart)
     return 0
+
+
+def _restart_case(args, overrides, comm):
+    """``(checkpoint path, case)`` of ``--restart``: the newest checkpoint of the run folder
+    (or the file given) and the case the run wrote, with ``--set`` applied."""
+    from .case import load_case
+    from .io.checkpoint import read_metadata
+    from .mpiutil import UserError
+    from .run.checkpointing import latest
+
+    src = Path(args.restart)
+    if args.case is not None:
+        raise UserError(f"--restart {src}: the case comes from the run folder; give no "
+                        f"case ({args.case})")
+    found = None
+    if comm.rank == 0:  # one rank reads, every rank raises the same error
+        try:
+            path = str(src) if src.is_file() else latest(src)
+            found = (path, read_metadata(path).case_name)
+        except UserError as e:
+            found = str(e)
+    found = comm.bcast(found, root=0)
+    if isinstance(found, str):
+        raise UserError(found)
+    path, name = found
+    run_dir = src.parent.parent if src.is_file() else src
+    case = load_case(run_dir / "case.toml", overrides)
+    case.name = name
+    return path, case
 
 
 def main(argv=None) -> int:

@@ -199,15 +199,23 @@ def cell_data_spec(cell_data):
     return {k: 1 if np.ndim(v) == 1 else np.shape(v)[1] for k, v in cell_data.items()}
 
 
-def write_fields(outdir, name, lmesh, cell_data, red):
-    """Collective: each rank writes ``fields/<name>_<rank>.vtu``; rank 0 adds ``<name>.pvtu``
-    once every piece is written.  ``red``: the run's
+def write_pvd(path, entries):
+    """A ParaView collection of ``entries`` ``(time, file relative to path's folder)``:
+    ParaView opens it as an animation over the times."""
+    sets = [f'<DataSet timestep="{t!r}" part="0" file={quoteattr(str(f))}/>'
+            for t, f in entries]
+    _write(path, "\n".join(["<Collection>", *sets, "</Collection>"]), "Collection")
+
+
+def write_fields(outdir, name, lmesh, cell_data, red, subdir="fields"):
+    """Collective: each rank writes ``<subdir>/<name>_<rank>.vtu``; rank 0 adds
+    ``<name>.pvtu`` once every piece is written.  ``red``: the run's
     :class:`~haloflow.parallel.reduce.Reducer` (or anything with its ``rank``, ``size``,
     ``bcast`` and ``gather``).
 
     Returns the path of the ``.pvtu`` file.
     """
-    folder = os.path.join(outdir, "fields")
+    folder = os.path.join(outdir, subdir)
     if red.rank == 0:
         os.makedirs(folder, exist_ok=True)
     red.bcast(None)  # the folder exists before any rank writes into it

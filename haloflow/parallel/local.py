@@ -42,6 +42,7 @@ class LocalMesh:
     # periodic meshes only (see haloflow.mesh.core.Mesh): per local internal face
     face_shift: np.ndarray | None = field(default=None, repr=False)
     shadow_nodes: np.ndarray | None = field(default=None, repr=False)
+    n_faces_global: int = 0  # of the whole mesh: checkpoints store faces in global order
 
     @property
     def n_cells(self) -> int:
@@ -63,12 +64,11 @@ class LocalMesh:
         raise KeyError(name)
 
     def release_topology(self) -> None:
-        """Drop the points, the face-node lists and the global face ids: the geometry is
-        computed from them and boundary set-up reads them, but after set-up only the field
-        writer does, so a run that writes no fields frees them (86 bytes per cell on a hex
-        mesh).  Reading them afterwards fails loudly (None)."""
+        """Drop the points and the face-node lists: the geometry is computed from them and
+        boundary set-up reads them, but after set-up only the field writer does, so a run
+        that writes no fields frees them.  Reading them afterwards fails loudly (None).  The
+        global face ids stay: a checkpoint stores the face fluxes in global order."""
         self.points = self.face_ptr = self.face_nodes = self.shadow_nodes = None
-        self.global_faces = None
 
 
 def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
@@ -138,6 +138,7 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
         neighbour=to_local[mesh.neighbour[faces[:n_int_local]]],
         n_interior=len(interior),
         global_faces=faces.astype(index_dtype(mesh.n_faces)),
+        n_faces_global=mesh.n_faces,
         patches=patches,
         geometry=Geometry(
             face_centres=g.face_centres[faces],
@@ -185,6 +186,7 @@ def _whole(mesh: Mesh, rank: int) -> LocalMesh:
         neighbour=mesh.neighbour.astype(cell_t, copy=False),
         n_interior=mesh.n_internal,
         global_faces=np.arange(mesh.n_faces, dtype=index_dtype(mesh.n_faces)),
+        n_faces_global=mesh.n_faces,
         patches=[Patch(p.name, p.start, p.size, p.kind) for p in mesh.patches],
         geometry=Geometry(g.face_centres, g.face_areas, g.cell_centres, g.cell_volumes),
         neighbours=np.zeros(0, dtype=np.int64),

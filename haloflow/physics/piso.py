@@ -124,6 +124,45 @@ class PisoSolver:
     def steady_measure(self, info: StepInfo) -> float:
         return info.change
 
+    def _state_parts(self) -> list:
+        """Everything with fields of its own a restart needs (see :meth:`checkpoint_state`):
+        the time scheme, the pressure equation, the closure, an energy equation."""
+        parts = (self.ts, self.pressure, self.closure, getattr(self, "energy", None))
+        return [part for part in parts if hasattr(part, "state")]
+
+    def checkpoint_state(self) -> tuple[dict, dict]:
+        """What a restart needs to go on as if never stopped: ``(arrays, extra)``, where
+        ``arrays`` maps a name to a live array and its kind, ``"cell"`` (shape ``(n,)`` or
+        ``(k, n)`` over local cells: the owned ones are saved) or ``"face"`` (over local
+        faces), and ``extra`` holds JSON scalars.  Each part with fields of its own adds
+        them through ``state()`` and takes them back through ``restore(values, extra)``."""
+        arrays = {"U": (self.U, "cell"), "p": (self.p, "cell"), "phi": (self.phi, "face"),
+                  "grad_p": (self.grad, "cell")}
+        extra = {"time": self.time, "grad_current": self.pressure.grad_current}
+        for part in self._state_parts():
+            a, e = part.state()
+            arrays |= a
+            extra |= e
+        return arrays, extra
+
+    def restore_state(self, values: dict, extra: dict) -> None:
+        """Take back what :meth:`checkpoint_state` saved: ``values`` maps each name to
+        ``(k, n)`` values over the local cells (ghosts included) or faces."""
+        arrays, _ = self.checkpoint_state()
+        missing = sorted(set(arrays) - set(values))
+        if missing:
+            from ..mpiutil import UserError
+
+            raise UserError(f"the checkpoint lacks the fields {', '.join(missing)} this "
+                            "run needs")
+        for name in ("U", "p", "phi", "grad_p"):
+            a = arrays[name][0]
+            a[...] = values[name].reshape(a.shape)
+        self.time = float(extra["time"])
+        self.pressure.grad_current = bool(extra["grad_current"])
+        for part in self._state_parts():
+            part.restore(values, extra)
+
     def step(self) -> StepInfo:
         self.ts.begin_step(self.U)
         self._assemble_momentum()

@@ -237,6 +237,8 @@ class Pressure:
         self.sf = lm.geometry.face_areas
         self.P = DistMatrix(pattern, exchanger, timers)
         self.amg = None  # built from the first matrix
+        self.amg_basis = None  # V/A of that matrix: a restart rebuilds the same hierarchy
+        self._rau = None  # the V/A of the solve in progress
         self.compiled = None  # the whole AMG solve as one numba call, where available
         self.phiH = np.zeros(nf)
         self.g = np.zeros(nf)
@@ -286,6 +288,7 @@ class Pressure:
         ``n_nonorth`` repeats with the part from the pressure just solved.  ``final``: the
         step's last correction, whose last solve stops at ``final_rel_tol``."""
         cfg = self.cfg
+        self._rau = rAU
         if not self.nonorth:
             return self._solve(True, cfg.final_rel_tol if final else cfg.rel_tol)
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
@@ -333,8 +336,8 @@ class Pressure:
             args = (self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws)
             if self.precond == "amg":
                 if self.amg is None:  # aggregates from the first matrix, then refreshed
-                    self.amg = AMG(self.P, lm, self.red, strategy=self.halo, timers=T)
-                    self.compiled = compiled_solver(self.amg, self.krylov)
+                    self._build_amg()
+                    self.amg_basis = self._rau.copy()
                 elif first:
                     (self.compiled or self.amg).refresh()
                 if self.compiled is not None:
@@ -347,6 +350,32 @@ class Pressure:
                 mean = self.red.sum(float(self.p[:n].sum()))[0] / lm.n_cells_global
                 self.p[:n] -= mean
         return info
+
+    def _build_amg(self) -> None:
+        self.amg = AMG(self.P, self.lm, self.red, strategy=self.halo, timers=self.timers)
+        self.compiled = compiled_solver(self.amg, self.krylov)
+
+    def state(self) -> tuple[dict, dict]:
+        """For a restart: the V/A the AMG hierarchy was built from (its aggregates depend
+        on that first matrix; a hierarchy built from a later one would precondition, and
+        round, differently)."""
+        return ({} if self.amg_basis is None else {"amg_basis": (self.amg_basis, "cell")}), {}
+
+    def restore(self, values: dict, extra: dict) -> None:
+        """Rebuild the AMG from the matrix of the saved V/A (ghosts included), as the
+        original run built it; the next solve refreshes it with its own matrix."""
+        if "amg_basis" not in values or self.precond != "amg":
+            return
+        lm, bc, fc = self.lm, self.bc, self.fc
+        rau = values["amg_basis"].reshape(-1)
+        predicted_fluxes(lm.owner, lm.neighbour, fc.weight, self.sf, fc.gdiff,
+                         np.zeros((3, lm.n_cells)), rau, bc.u_kind, bc.u_value, bc.p_kind,
+                         self.phiH, self.g, 0, lm.n_internal, True)
+        pressure_system(lm.owner, lm.neighbour, self.phiH, self.g, bc.p_kind, bc.p_value,
+                        lm.n_cells, self.diag, self.lower, self.upper, self.rhs)
+        self.P.fill(self.diag, self.lower, self.upper)
+        self._build_amg()
+        self.amg_basis = rau.copy()
 
     def correct(self, U, HbyA, rAU, u_fields) -> None:
         """Conservative fluxes from the new pressure, its gradient, and the velocity that

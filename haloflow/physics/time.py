@@ -44,6 +44,14 @@ class Euler:
         """Keep ``U^n`` before the step overwrites ``U``."""
         self.U_old[:, :] = U
 
+    def state(self) -> tuple[dict, dict]:
+        """What a restart needs besides ``U`` (see ``PisoSolver.checkpoint_state``):
+        nothing, ``U^n`` is taken from ``U`` at the next step."""
+        return {}, {}
+
+    def restore(self, values: dict, extra: dict) -> None:
+        """Nothing to restore (see :meth:`state`)."""
+
 
 class Steady(Euler):
     """Steady iterations: no time term; ``dt = 1``, so ``time`` counts iterations."""
@@ -79,6 +87,14 @@ class BDF2(Euler):
             self.U_conv[:, :] = U
             self.started = True
         self.U_old[:, :] = U
+
+    def state(self) -> tuple[dict, dict]:
+        """``U^(n-1)`` (kept in ``U_old`` between steps) and whether there is one yet."""
+        return {"U_old": (self.U_old, "cell")}, {"bdf2_started": self.started}
+
+    def restore(self, values: dict, extra: dict) -> None:
+        self.U_old[...] = values["U_old"].reshape(self.U_old.shape)
+        self.started = bool(extra["bdf2_started"])
 
 
 TIME_SCHEMES = {"euler": Euler, "backward": BDF2}

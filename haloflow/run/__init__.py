@@ -25,9 +25,20 @@ class DivergedError(UserError):
     exit_code = 3
 
 
+class Interrupted(UserError):
+    """A signal stopped the run after a step; its checkpoint and results are written.  The
+    exit code is the shell's for that signal (130 for SIGINT, 143 for SIGTERM)."""
+
+    def __init__(self, msg: str, signum: int):
+        super().__init__(msg)
+        self.exit_code = 128 + signum
+
+
 def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
-             quiet: bool = False) -> dict:
-    """Run ``case`` on ``comm``; returns the summary dict on rank 0 ({} elsewhere)."""
+             quiet: bool = False, restart: str | None = None) -> dict:
+    """Run ``case`` on ``comm``; returns the summary dict on rank 0 ({} elsewhere).
+    ``restart``: a checkpoint file to go on from (the case must be the one it was
+    written by: :func:`haloflow.io.checkpoint.case_hash`)."""
     from .loop import run_loop
     from .memory import return_freed_arrays
     from .outdir import open_outdir, release, write_error
@@ -45,9 +56,22 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
             (outdir / "case.toml").write_text(case.to_toml(), encoding="utf-8")
         run = setup(case, comm, threads, log)
         log_setup(run, outdir, log)
-        loop = run_loop(run, log, quiet)
+        start = _restore(run, restart, log) if restart else 0
+        try:
+            loop = run_loop(run, log, quiet, outdir, start)
+        except DivergedError as e:
+            if root:
+                _diverged_summary(outdir, case, str(e))
+            raise
         entries = write_results(run, outdir)
-        return finish(run, loop, entries, outdir, log, t_start)
+        summary = finish(run, loop, entries, outdir, log, t_start, restart)
+        if loop.status == "interrupted":
+            import signal
+
+            raise Interrupted(f"interrupted by {loop.signal} after step {loop.last_step}; "
+                              f"restart with: haloflow run --restart {outdir}",
+                              int(signal.Signals[loop.signal]))
+        return summary
     except OSError as e:  # a full disk or a read-only folder: one line, exit 2
         raise write_error(e, outdir) from None
     finally:
@@ -55,4 +79,32 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
             release(outdir)
 
 
-__all__ = ["DivergedError", "RunError", "run_case"]
+def _restore(run, path: str, log) -> int:
+    """Collective: the solver's state from checkpoint ``path``; the step it was written
+    after (the new run goes on from there)."""
+    from .checkpointing import read_checked, restore
+
+    lm = run.lmesh
+    ck = read_checked(path, run.case, run.comm, lm.n_cells_global, lm.n_faces_global)
+    with run.timers("setup"):
+        restore(run, ck)
+    log(f"restarted from {path}: step {ck.step}, t = {ck.time:.6g}")
+    return ck.step
+
+
+def _diverged_summary(outdir: Path, case, why: str) -> None:
+    """Rank 0: summary.json of a run that blew up, so its folder never looks complete; the
+    checkpoints and field series it wrote before stay."""
+    import json
+
+    from ..io.checkpoint import list_checkpoints
+    from .checkpointing import FOLDER
+
+    found = list_checkpoints(str(outdir / FOLDER))
+    summary = {"case": case.name, "status": "diverged", "message": why,
+               "last_checkpoint": found[-1] if found else None}
+    with open(outdir / "summary.json", "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+
+
+__all__ = ["DivergedError", "Interrupted", "RunError", "run_case"]

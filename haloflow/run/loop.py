@@ -2,7 +2,9 @@
 look at the new fields, and tell rank 0's user how far the run is and how long it will take.
 
 The first step carries one-time costs (AMG set-up, loading kernels); every rank records its
-profile after it, so the run's profile can count the steps after the first.
+profile after it, so the run's profile can count the steps after the first.  After each step
+the :class:`~.schedule.Schedule` says whether a checkpoint or a field series file is due and
+whether a signal asks the run to stop; a restarted run starts from its checkpoint's step.
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ class Loop:
     first_s: float  # the first step's seconds
     first_record: dict | None  # this rank's profile record after the first step
     first_amg: dict | None  # the AMG's profile after the first step
+    start: int = 0  # the step this run started from (a restart's checkpoint)
+    status: str = "completed"  # or "interrupted" (a signal)
+    signal: str = ""  # the signal that interrupted it
+    checkpoint: str | None = None  # the last checkpoint written
+    checkpoints: int = 0  # written by this run
+    checkpoint_s: float = 0.0  # their seconds
+
+    @property
+    def last_step(self) -> int:
+        return self.start + self.steps
 
 
 class ProgressBar:
@@ -69,77 +81,135 @@ def _fmt_s(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
-def run_loop(run, log, quiet: bool) -> Loop:
-    """Collective: step to end_time, steady state or max_steps; rank 0 logs progress."""
-    from ..parallel import profile as profiling
+def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
+    """Collective: step to end_time, steady state or max_steps (counted from the original
+    run's start), writing checkpoints and field series into ``outdir`` as the case asks;
+    rank 0 logs progress.  ``start``: the step a restarted run goes on from."""
     from ..physics import DivergenceError
+    from .schedule import Schedule
 
-    case, solver, timers = run.case, run.solver, run.timers
+    case, solver = run.case, run.solver
     root = run.comm.rank == 0
-    samplers = [post for post in run.posts if post.samples]
-    rows, history = [], []
-    first_s, first_record, first_amg = 0.0, None, None
-    converged = False
-    step = 0
-    t_loop = time.perf_counter()
+    lp = Loop(0, False, [], 0.0, 0.0, None, None, start=start)
+    history = []
     max_steps = case.solver.max_steps or None
-    dt, end_time, tol = solver.dt, solver.end_time, solver.steady_tol  # SIMPLE: 1, iterations
+    dt, end_time = solver.dt, solver.end_time  # SIMPLE: 1, iterations
     n_target = int(math.ceil(end_time / dt - 1e-9))
     bar = ProgressBar(end_time, enabled=root and not quiet and sys.stdout.isatty())
+    sched = Schedule(case.output, run.red, start)
+    saver = series = None
+    if outdir is not None:
+        from .checkpointing import Checkpointer
+        from .series import FieldSeries
+
+        saver = Checkpointer(run, outdir, case.output.checkpoint_keep)
+        series = FieldSeries(run, outdir)
+    step = start
+    t_loop = time.perf_counter()
     try:
         while step < n_target and (max_steps is None or step < max_steps):
             info = solver.step()
             step += 1
-            if samplers:  # collective: one allreduce each
-                with timers("monitor"):
-                    for post in samplers:
-                        post.sample(solver)
-            if step == 1:  # one-time costs (AMG set-up, loading kernels) stay out of profiles
-                first_s = time.perf_counter() - t_loop
-                first_record = profiling.rank_record(run.lmesh, timers, run.exchangers(),
-                                                     solver.red.stats, first_s)
-                first_amg = run.amg.profile() if run.amg else None
-            ui = [i.iters for i in info.u_solves]
-            pi = [i.iters for i in info.p_solves]
-            rows.append((step, solver.time, *(i.res0 for i in info.u_solves), sum(ui),
-                         info.p_solves[0].res0, sum(pi), info.continuity, info.change))
-            converged = solver.converged(info)
+            lp.steps = step - start
+            _record(run, lp, info, t_loop)
+            lp.converged = solver.converged(info)
             if root:
-                if step % 10 == 1 or not history:
-                    history.append((step, solver.steady_measure(info)))
-                    history[:] = history[-20:]
-                if bar.enabled or step % case.output.log_every == 0 or converged or step == 1:
-                    el = time.perf_counter() - t_loop
-                    eta = _eta(el / step, solver.time, end_time, dt, history, tol)
-                    bar.update(solver.time, f"dU/dt {info.change:8.2e}  p {sum(pi):3d} it  "
-                                            f"{el / step * 1e3:6.1f} ms/step  ETA {_fmt_s(eta)}")
-                if step % case.output.log_every == 0 or converged or step == 1:
-                    log(f"step {step:6d}  t {solver.time:9.4f}  dU/dt {info.change:9.3e}  "
-                        f"U res {max(i.res0 for i in info.u_solves):8.2e} ({max(ui):3d} it)  "
-                        f"p res {info.p_solves[0].res0:8.2e} ({sum(pi):4d} it)  "
-                        f"cont {info.continuity:8.2e}  {el / step * 1e3:7.1f} ms/step  "
-                        f"ETA {_fmt_s(eta)}")
-            if converged:
+                _progress(case, solver, lp, info, history, bar, log, t_loop)
+            if lp.converged:
                 break
+            stop, ckpt = sched.after_step(step)
+            if saver is not None:
+                _write_due(run, saver, series, sched, lp, ckpt, sched.series_due(step))
+            if stop:
+                lp.status, lp.signal = "interrupted", sched.signal_name
+                break
+        if saver is not None and lp.steps and lp.status == "completed":
+            # the end of the run: a last checkpoint and series file, unless just written
+            last = sched.final_checkpoint(step)
+            more = sched.write_every > 0 and (lp.converged or not sched.series_due(step))
+            if last or more:
+                _write_due(run, saver, series, sched, lp, last, more)
     except DivergenceError as e:
         raise DivergedError(str(e)) from None
     finally:
         bar.stop()
-    loop = Loop(step, converged, rows, time.perf_counter() - t_loop, first_s, first_record,
-                first_amg)
+        sched.restore_signals()
+    lp.seconds = time.perf_counter() - t_loop
+    if saver is not None:
+        lp.checkpoints, lp.checkpoint_s = saver.written, saver.seconds
     if root:
-        log(_ending(loop, solver.algorithm == "simple", max_steps, solver.time))
-    return loop
+        log(_ending(lp, solver.algorithm == "simple", max_steps, solver.time))
+    return lp
+
+
+def _record(run, lp: Loop, info, t_loop: float) -> None:
+    """The step's row of residuals.csv; after a run's first step, the profiles that later
+    exclude its one-time costs (AMG set-up, loading kernels)."""
+    from ..parallel import profile as profiling
+
+    solver, timers = run.solver, run.timers
+    samplers = [post for post in run.posts if post.samples]
+    if samplers:  # collective: one allreduce each
+        with timers("monitor"):
+            for post in samplers:
+                post.sample(solver)
+    if lp.steps == 1:
+        lp.first_s = time.perf_counter() - t_loop
+        lp.first_record = profiling.rank_record(run.lmesh, timers, run.exchangers(),
+                                                solver.red.stats, lp.first_s)
+        lp.first_amg = run.amg.profile() if run.amg else None
+    ui = [i.iters for i in info.u_solves]
+    pi = [i.iters for i in info.p_solves]
+    lp.rows.append((lp.last_step, solver.time, *(i.res0 for i in info.u_solves), sum(ui),
+                    info.p_solves[0].res0, sum(pi), info.continuity, info.change))
+
+
+def _progress(case, solver, lp: Loop, info, history, bar, log, t_loop) -> None:
+    """Rank 0: the progress bar and, every ``log_every`` steps, a log line."""
+    step = lp.last_step
+    pi = [i.iters for i in info.p_solves]
+    ui = [i.iters for i in info.u_solves]
+    if lp.steps % 10 == 1 or not history:
+        history.append((lp.steps, solver.steady_measure(info)))
+        history[:] = history[-20:]
+    every = step % case.output.log_every == 0 or lp.converged or lp.steps == 1
+    if not (bar.enabled or every):
+        return
+    el = time.perf_counter() - t_loop
+    eta = _eta(el / lp.steps, solver.time, solver.end_time, solver.dt, history,
+               solver.steady_tol)
+    bar.update(solver.time, f"dU/dt {info.change:8.2e}  p {sum(pi):3d} it  "
+                            f"{el / lp.steps * 1e3:6.1f} ms/step  ETA {_fmt_s(eta)}")
+    if every:
+        log(f"step {step:6d}  t {solver.time:9.4f}  dU/dt {info.change:9.3e}  "
+            f"U res {max(i.res0 for i in info.u_solves):8.2e} ({max(ui):3d} it)  "
+            f"p res {info.p_solves[0].res0:8.2e} ({sum(pi):4d} it)  "
+            f"cont {info.continuity:8.2e}  {el / lp.steps * 1e3:7.1f} ms/step  "
+            f"ETA {_fmt_s(eta)}")
+
+
+def _write_due(run, saver, series, sched, lp: Loop, checkpoint: bool, fields: bool) -> None:
+    """Collective, timed as "io": the checkpoint and the field series file due now."""
+    step = lp.last_step
+    with run.timers("io"):
+        if checkpoint:
+            lp.checkpoint = saver.write(step, run.solver.time)
+            sched.wrote_checkpoint(step)
+        if fields:
+            series.write(step)
 
 
 def _ending(loop: Loop, simple: bool, max_steps: int | None, t: float) -> str:
     """The log line that says why and when the loop stopped."""
-    step, loop_s = loop.steps, loop.seconds
+    step, loop_s = loop.last_step, loop.seconds
+    if loop.status == "interrupted":
+        return (f"interrupted by {loop.signal} after step {step}, t = {t:.6g}; checkpoint "
+                f"{loop.checkpoint}")
     why = ("converged: residuals below residual_tol" if simple else "steady state reached") \
         if loop.converged else ("max_steps reached" if max_steps and step >= max_steps else
                                 "max_iterations reached" if simple else "end_time reached")
     if simple:
         return (f"SIMPLE {why} after {step} iterations, {loop_s:.2f} s "
-                f"({loop_s / max(step, 1) * 1e3:.2f} ms/iteration)")
+                f"({loop_s / max(loop.steps, 1) * 1e3:.2f} ms/iteration)")
     return (f"{why} after {step} steps, t = {t:.6g}, {loop_s:.2f} s "
-            f"({loop_s / max(step, 1) * 1e3:.2f} ms/step)")
+            f"({loop_s / max(loop.steps, 1) * 1e3:.2f} ms/step)")

@@ -71,6 +71,14 @@ def log_setup(run, outdir: Path, log) -> None:
     log(f"  output: {outdir}")
 
 
+def cell_data(run) -> dict:
+    """The cell arrays a field file holds: U, p, the owning rank and the global cell id."""
+    lmesh, solver = run.lmesh, run.solver
+    n = lmesh.n_owned
+    return {"U": solver.U[:, :n].T, "p": solver.p, "rank": np.full(n, float(run.red.rank)),
+            "cell_id": lmesh.global_cells[:n].astype(float)}
+
+
 def write_results(run, outdir: Path) -> dict:
     """Collective, timed as "io": the fields, every post-processor's report and the velocity
     plot.  Returns the post-processors' summary entries by name on rank 0 ({} elsewhere)."""
@@ -81,10 +89,7 @@ def write_results(run, outdir: Path) -> dict:
     entries = {}
     with run.timers("io"):
         if case.output.fields:
-            U = solver.U[:, : lmesh.n_owned].T
-            data = {"U": U, "p": solver.p, "rank": np.full(lmesh.n_owned, float(red.rank)),
-                    "cell_id": lmesh.global_cells[: lmesh.n_owned].astype(float)}
-            vtk.write_fields(str(outdir), case.name, lmesh, data, red)
+            vtk.write_fields(str(outdir), case.name, lmesh, cell_data(run), red)
         fields = None
         if case.output.plots or any(post.gathers for post in run.posts):
             fields = gather_velocity(lmesh, solver.bc, solver.U, red)
@@ -113,7 +118,8 @@ def _velocity_png(case, fields, outdir: Path) -> None:
                        title=f"{case.name}: |U|", boundary_xy=bxy, boundary_U=bu)
 
 
-def finish(run, loop, entries: dict, outdir: Path, log, t_start: float) -> dict:
+def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
+           restart: str | None = None) -> dict:
     """Collective: the profile over the steps after the first; then rank 0 writes
     residuals.csv, profile.json and summary.json and returns the summary ({} elsewhere)."""
     from ..parallel import profile as profiling
@@ -156,6 +162,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float) -> dict:
     for line in profiling.table(prof):
         log(line)
     summary = _summary(run, loop, arr, prof, halo_stats, time.perf_counter() - t_start)
+    summary |= _survival(loop, restart)
     summary |= memory.summary(rss)
     for post in run.posts:
         entry = entries.get(post.name)
@@ -170,6 +177,15 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float) -> dict:
         f"residuals.csv, fields/, plots/)")
     log.close()
     return summary
+
+
+def _survival(loop, restart: str | None) -> dict:
+    """How the run ended and what it can be restarted from."""
+    return {"status": loop.status, "signal": loop.signal or None,
+            "restarted_from": restart, "start_step": loop.start,
+            "steps_this_run": loop.steps, "last_checkpoint": loop.checkpoint,
+            "checkpoints_written": loop.checkpoints,
+            "checkpoint_s": loop.checkpoint_s / max(loop.checkpoints, 1)}
 
 
 def _residuals(run, loop, outdir: Path) -> np.ndarray:
@@ -203,9 +219,9 @@ def _summary(run, loop, arr, prof, halo_stats, wall_s: float) -> dict:
         "cells": int(cells),
         "ranks": comm.size,
         "threads": run.threads,
-        "steps": step,
+        "steps": loop.last_step,
         "algorithm": solver.algorithm,
-        "iterations": step if solver.algorithm == "simple" else None,
+        "iterations": loop.last_step if solver.algorithm == "simple" else None,
         "sim_time": solver.time,
         "dt": case.solver.dt,
         "converged": bool(loop.converged),

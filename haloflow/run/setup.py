@@ -130,7 +130,7 @@ def setup(case, comm, threads: int, log) -> Run:
                              physics=case.physics, boundary=case.boundary,
                              initial=case.initial, mesh=case.mesh, halo=case.parallel.halo)
         posts = [post(lmesh, case, solver, red) for post in enabled(case)]
-        if not case.output.fields:  # nothing reads the face lists after set-up
+        if not (case.output.fields or case.output.write_every):  # no writer reads them
             lmesh.release_topology()
         # serial kernels unless they pay; bound once every kernel module is imported
         threaded = use_threads(threads, lmesh.n_owned)
