@@ -154,3 +154,65 @@ def test_pairs(haloflow_mpi, tmp_path):
 
 if __name__ == "__main__":
     job(sys.argv[1], Path(sys.argv[2]))
+
+
+def _tcp_cpu(tmp_path) -> dict:
+    """A TCP loopback sweep of small messages with --cpu: the JSON's CPU summary."""
+    import subprocess
+    import sys
+
+    listener = subprocess.Popen([sys.executable, "-m", "haloflow", "netpipe", "--listen",
+                                 "127.0.0.1:0", "--quiet"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        port = listener.stdout.readline().strip().rsplit(":", 1)[1]
+        out = tmp_path / "tcp.out"
+        res = subprocess.run([sys.executable, "-m", "haloflow", "netpipe", "--connect",
+                              f"127.0.0.1:{port}", "--max", "64", "--perturb", "0",
+                              "--trial-time", "0.02", "--cpu", "--quiet", "-o", str(out)],
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert "CPU per message" in res.stdout
+        assert listener.wait(timeout=30) == 0
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+    return json.loads(out.with_suffix(".json").read_text())
+
+
+def test_cpu_per_message_tcp_costs_more_than_shared_memory(haloflow_mpi, tmp_path):
+    out = tmp_path / "shm.out"
+    res = haloflow_mpi(2, "netpipe", "--max", "64", "--perturb", "0", "--trial-time", "0.02",
+                       "--cpu", "--quiet", "-o", str(out), timeout=120)
+    assert res.returncode == 0, res.stderr
+    shm = json.loads(out.with_suffix(".json").read_text())
+    tcp = _tcp_cpu(tmp_path)
+    for doc in (shm, tcp):
+        for p in doc["points"]:
+            for side in ("first", "other"):
+                c = p["cpu"][side]
+                assert c["cpu_us"] > 0 and 0 <= c["busy"] <= 1.5
+                assert c["cpu_us"] == pytest.approx(c["user_us"] + c["sys_us"])
+    # the kernel's TCP stack runs on the CPU of both sides, in system time
+    for side in ("first", "other"):
+        assert tcp["cpu"][side]["small_us"] > shm["cpu"][side]["small_us"], (tcp["cpu"],
+                                                                            shm["cpu"])
+        assert tcp["cpu"][side]["sys_fraction"] > 0.3
+    assert (tmp_path / "shm-cpu.png").stat().st_size and (tmp_path / "tcp-cpu.png").exists()
+
+
+def test_overlap_fraction_per_size(haloflow_mpi, tmp_path):
+    out = tmp_path / "ov.out"
+    res = haloflow_mpi(2, "netpipe", "--max", "64K", "--perturb", "0", "--trial-time",
+                       "0.005", "--trials", "2", "--overlap", "--quiet", "-o", str(out),
+                       timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert "overlap:" in res.stdout
+    rows = json.loads(out.with_suffix(".json").read_text())["overlap"]
+    assert [r["message_bytes"] for r in rows] == [1 << k for k in range(17)]
+    for r in rows:
+        assert 0.0 <= r["overlap"] <= 1.0
+        assert r["exchange_s"] > 0 and r["both_s"] > 0
+        # the computation was calibrated to last as long as the exchange
+        assert r["compute_s"] == pytest.approx(r["exchange_s"], rel=0.05, abs=2e-8)
+    assert (tmp_path / "ov-overlap.png").stat().st_size > 0

@@ -27,6 +27,7 @@ examples:
   haloflow netpipe --tcp --listen 5002                # on host B, then on host A:
   haloflow netpipe --tcp --connect hostB:5002 -o tcp.out
   mpiexec -n 8 haloflow netpipe --pairs -o pairs.json # every pair, alone and concurrently
+  mpiexec -n 2 haloflow netpipe --cpu --overlap       # + CPU per message, overlap per size
 
 Modes: pingpong (time = half a round trip), bidir (both directions at once; bytes and
 throughput are the sum of both directions, as NetPIPE's -2), stream (one way, timed by the
@@ -37,6 +38,12 @@ accesses and unlocks alone).  Sizes take K, M, G (binary: 1K = 1024).
 Outputs (rank 0, or the --connect side): FILE.out with NetPIPE's columns (bytes, Mbps with
 1 Mb = 2^20 bits, seconds per transfer), FILE.json with the same plus latency, peak, n1/2 and
 a Hockney fit, FILE.png.  With --integrity only FILE.json (no timings are taken).
+--cpu adds each side's user and system CPU time per message (sent or received) and its
+busy fraction to FILE.json, a fit cpu = o + n x per-byte per side, and FILE-cpu.png;
+--overlap adds, per size, the time of a non-blocking exchange, of a computation as long,
+of both with the computation between posting and waiting, and the overlap fraction
+(t_exchange + t_compute - t_both) / min(t_exchange, t_compute) in [0, 1], to FILE.json
+and FILE-overlap.png.  The .out file keeps NetPIPE's three columns.
 
 Exactly 2 ranks (more: use --pairs).  exit codes: 0 success, 1 internal error, 2 bad input,
 3 integrity check failed.
@@ -84,6 +91,13 @@ def add_parser(sub) -> None:
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="--tcp: give up when the other side does not answer within S seconds "
                         "(connecting, or waiting for data; default 60)")
+    p.add_argument("--cpu", action="store_true",
+                   help="also the CPU time (user, system) each side spends per message, and "
+                        "a fit per message and per byte (the LogGP overhead o)")
+    p.add_argument("--overlap", action="store_true",
+                   help="MPI: also how much computation a non-blocking exchange of each size "
+                        "lets through (0: none, the transfer waits for the next MPI call; "
+                        "1: all)")
     p.add_argument("--tcp", action="store_true", help="raw TCP sockets instead of MPI")
     p.add_argument("--listen", metavar="[HOST:]PORT",
                    help="TCP: wait for the other side on PORT (0: any free port); implies --tcp")
@@ -135,6 +149,12 @@ def options(args) -> Options:
                             "--connect HOST:PORT")
         if args.mode not in ("pingpong", "stream"):
             raise UserError(f"--tcp measures pingpong and stream, not --mode {args.mode}")
+    if args.overlap and (tcp or args.pairs or args.integrity):
+        raise UserError("--overlap measures one MPI pair; it does not combine with --tcp, "
+                        "--pairs or --integrity")
+    if args.cpu and (args.pairs or args.integrity):
+        raise UserError("--cpu times a sweep of one pair; it does not combine with --pairs or "
+                        "--integrity")
     if args.pairs:
         if args.mode != "pingpong":
             raise UserError(f"--pairs measures ping-pong, not --mode {args.mode}")
@@ -153,7 +173,7 @@ def options(args) -> Options:
     return Options(args.output, lo, hi, args.perturb, args.mode, args.sync or "fence",
                    args.integrity, args.nocache, pool, args.trial_time, args.trials,
                    args.engine, args.quiet, tcp, args.listen, args.connect, args.pairs,
-                   args.timeout)
+                   args.timeout, args.cpu, args.overlap)
 
 
 def main(args) -> int:

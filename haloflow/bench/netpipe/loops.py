@@ -147,3 +147,40 @@ def rma_lock(fns, op, pool, n, stride, nslots, pos, reps, peer, dtype, win, kind
         if e != 0:
             return e
     return 0
+
+
+@njit(cache=True)
+def spin(iters, sink):
+    """``iters`` dependent multiply-adds: computation that touches no memory and calls no
+    MPI, the stand-in for a solver's interior work while messages fly."""
+    x = sink[0]
+    for _ in range(iters):
+        x = x * 0.999999999 + 1e-9
+    sink[0] = x
+
+
+@njit(cache=True)
+def overlap(fns, pool, n, stride, nslots, pos, reps, peer, dtype, comm, reqs, st, iters, sink):
+    """``reps`` exchanges as ``bidir``, with ``iters`` of :func:`spin` between posting the
+    receive and send and waiting for them: does the MPI move data while nobody calls it?"""
+    base = pool.ctypes.data
+    r = reqs.ctypes.data
+    k = pos
+    for _ in range(reps):
+        a = base + k * stride
+        k += 1
+        if k == nslots:
+            k = 0
+        b = base + k * stride
+        k += 1
+        if k == nslots:
+            k = 0
+        e = call_msg_out(fns[IRECV], a, n, dtype, peer, TAG, comm, r)
+        if e == 0:
+            e = call_msg_out(fns[ISEND], b, n, dtype, peer, TAG, comm, r + reqs.itemsize)
+        spin(iters, sink)
+        if e == 0:
+            e = call_ipp(fns[WAITALL], 2, r, st)
+        if e != 0:
+            return e
+    return 0

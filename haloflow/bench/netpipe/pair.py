@@ -94,13 +94,16 @@ def run_pair(opts: Options, comm, corrupt=None) -> int:
     else:
         count = iter(range(len(sizes)))
         points = sweep(link, tr, sizes, opts.trial_time, opts.trials,
-                       lambda pt: say(quiet, progress_line(next(count), pt)))
+                       lambda pt: say(quiet, progress_line(next(count), pt)), cpu=opts.cpu)
+        title = (f"haloflow netpipe {opts.mode}{' ' + opts.sync if rma else ''}, "
+                 f"{hosts[0]}{' (same node)' if meta['same_node'] else ' <-> ' + hosts[1]}")
+        if opts.overlap:
+            meta["overlap"] = _overlap(opts, link, tr, sizes, paths, title, quiet)
         if first:
-            title = (f"haloflow netpipe {opts.mode}{' ' + opts.sync if rma else ''}, "
-                     f"{hosts[0]}"
-                     f"{' (same node)' if meta['same_node'] else ' <-> ' + hosts[1]}")
             doc = write_results(paths, meta, points, title)
             print(doc["summary_line"], flush=True)
+            if opts.cpu:
+                print(doc["cpu"]["line"], flush=True)
             say(quiet, f"wrote {paths['out']}, {paths['json']}, {paths['png']}")
     # collective clean-up only on success: after an error on one rank, fail_fast aborts
     if win is not None:
@@ -110,6 +113,36 @@ def run_pair(opts: Options, comm, corrupt=None) -> int:
         win.Free()
     pair.Free()
     return 0
+
+
+def _overlap(opts, link, tr, sizes, paths, title: str, quiet: bool) -> list:
+    """The overlap sweep (compiled loops only) over the sizes without perturbations."""
+    import numpy as np
+
+    from .overlap import overlap_sweep
+
+    if tr.engine != "native":
+        from ...mpiutil import UserError
+
+        raise UserError("--overlap needs the compiled loops (MPI functions not found in the "
+                        "loaded library)")
+    plain = [n for n in sizes if n & (n - 1) == 0] or sizes
+    say(quiet, f"overlap: {len(plain)} sizes, computation as long as the exchange")
+    rows = overlap_sweep(link, tr, plain, opts.trial_time, opts.trials, lambda r: say(
+        quiet, f"{r['message_bytes']:9d} bytes: exchange {r['exchange_s'] * 1e6:9.2f} us, "
+               f"compute {r['compute_s'] * 1e6:9.2f} us, both {r['both_s'] * 1e6:9.2f} us "
+               f"--> overlap {r['overlap']:.2f}"))
+    if link.first:
+        from .plot import overlap_png
+
+        paths["overlap_png"].parent.mkdir(parents=True, exist_ok=True)
+        overlap_png(paths["overlap_png"], rows, f"{title}: overlap")
+        big = [r["overlap"] for r in rows if r["message_bytes"] >= 65536]
+        small = [r["overlap"] for r in rows if r["message_bytes"] <= 1024]
+        print(f"overlap: {np.mean(small) if small else float('nan'):.2f} for messages up to "
+              f"1 KiB, {np.mean(big) if big else float('nan'):.2f} from 64 KiB "
+              f"(wrote {paths['overlap_png']})", flush=True)
+    return rows
 
 
 def _integrity(opts, link, tr, sizes, paths, meta, corrupt, quiet) -> None:

@@ -68,3 +68,42 @@ def pairs_png(path, order, nodes, panels, title="") -> None:
     if title:
         fig.suptitle(title)
     save(fig, path)
+
+
+def cpu_png(path, points, title="") -> None:
+    """CPU time per message of each side (user and system) against message size."""
+    fig = figure(11.0, 4.5)
+    axes = fig.subplots(1, 2)
+    n = np.array([p.size for p in points], dtype=np.float64)
+    for k, ax in enumerate(axes):
+        user = np.array([p.cpu[k].user_s for p in points]) * 1e6
+        system = np.array([p.cpu[k].sys_s for p in points]) * 1e6
+        ax.loglog(n, np.maximum(user + system, 1e-3), ".-", ms=3, lw=1, label="user + system")
+        ax.loglog(n, np.maximum(system, 1e-3), ".--", ms=3, lw=1, label="system")
+        ax.set(xlabel="message bytes", ylabel="CPU per message [us]",
+               title=f"rank {k} ({'first' if k == 0 else 'other'} side)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend()
+    if title:
+        fig.suptitle(title)
+    save(fig, path)
+
+
+def overlap_png(path, rows, title="") -> None:
+    """The overlap fraction against message size, with the three times beside it."""
+    fig = figure(11.0, 4.5)
+    ax_f, ax_t = fig.subplots(1, 2)
+    n = np.array([r["message_bytes"] for r in rows], dtype=np.float64)
+    ax_f.semilogx(n, [r["overlap"] for r in rows], ".-", ms=4, lw=1)
+    ax_f.set(xlabel="message bytes", ylabel="overlap fraction", ylim=(-0.05, 1.05),
+             title="computation hidden behind a non-blocking exchange")
+    for key, label in (("exchange_s", "exchange alone"), ("compute_s", "computation alone"),
+                       ("both_s", "both, computation between post and wait")):
+        ax_t.loglog(n, [r[key] * 1e6 for r in rows], ".-", ms=3, lw=1, label=label)
+    ax_t.set(xlabel="message bytes", ylabel="time per repetition [us]", title="times")
+    for ax in (ax_f, ax_t):
+        ax.grid(alpha=0.3, which="both")
+    ax_t.legend()
+    if title:
+        fig.suptitle(title)
+    save(fig, path)

@@ -21,7 +21,7 @@ from .pool import Pool, allocate, pool_bytes
 from .sizes import format_size
 
 HELLO = "haloflow-netpipe-tcp"
-VERSION = 1
+VERSION = 2  # 2: CPU time per message (--cpu)
 _LEN = struct.Struct("!I")
 
 
@@ -183,7 +183,7 @@ def _lost(who: str, e: OSError, timeout: float) -> TcpError:
 
 # what a connecting side may ask the listener for (it allocates the buffers)
 _CFG_KINDS = {"mode": str, "sizes": list, "max": int, "trial_time": float | int,
-              "trials": int, "integrity": bool, "nocache": bool}
+              "trials": int, "integrity": bool, "nocache": bool, "cpu": bool}
 
 
 def _checked_cfg(cfg: dict, addr: str, opts) -> dict:
@@ -259,7 +259,8 @@ def listen(opts) -> int:
             if cfg["integrity"]:
                 integrity_sweep(link, tr, cfg["sizes"], cfg["trials"])
             else:
-                sweep(link, tr, cfg["sizes"], cfg["trial_time"], cfg["trials"])
+                sweep(link, tr, cfg["sizes"], cfg["trial_time"], cfg["trials"],
+                      cpu=cfg["cpu"])
         except OSError as e:
             raise _lost(addr[0], e, opts.timeout) from None
     if not opts.quiet:
@@ -288,7 +289,8 @@ def connect(opts, corrupt=None) -> int:
     sizes = opts.sizes()
     cfg = {"hello": HELLO, "version": VERSION, "mode": opts.mode, "sizes": sizes,
            "max": opts.hi, "trial_time": opts.trial_time, "trials": opts.trials,
-           "integrity": opts.integrity, "nocache": opts.nocache, "pool": opts.pool}
+           "integrity": opts.integrity, "nocache": opts.nocache, "pool": opts.pool,
+           "cpu": opts.cpu}
     with sock:
         sock.settimeout(None)
         _nodelay(sock, opts.timeout)
@@ -324,12 +326,15 @@ def connect(opts, corrupt=None) -> int:
                 return _integrity_done(opts, sizes, results, failures, paths)
             count = iter(range(len(sizes)))
             points = sweep(link, tr, sizes, opts.trial_time, opts.trials,
-                           lambda pt: say(quiet, progress_line(next(count), pt)))
+                           lambda pt: say(quiet, progress_line(next(count), pt)),
+                           cpu=opts.cpu)
         except OSError as e:
             raise _lost(f"{host}:{port}", e, opts.timeout) from None
     doc = write_results(paths, meta, points, f"haloflow netpipe tcp {opts.mode}, "
                                              f"{meta['hosts'][0]} -> {host}")
     print(doc["summary_line"], flush=True)
+    if opts.cpu:
+        print(doc["cpu"]["line"], flush=True)
     say(opts.quiet, f"wrote {paths['out']}, {paths['json']}, {paths['png']}")
     return 0
 
