@@ -313,6 +313,9 @@ def _schema() -> dict[str, Any]:
             "halo": _Key(_choice(*STRATEGIES), "aggregated"),
             "staging": _Key(_choice("host", "device"), "host"),
             "threads": _Key(_integer(1, 4096), 1),
+            # parts onto ranks: block, nodes (two-level: nodes, then cores), permute
+            "placement": _Key(_choice("block", "nodes", "permute"), "block"),
+            "ranks_per_node": _Key(_integer(0, 1 << 20), 0),  # 0: MPI_COMM_TYPE_SHARED
         },
         "output": {
             "fields": _Key(_boolean(), True),

@@ -43,6 +43,7 @@ class LocalMesh:
     face_shift: np.ndarray | None = field(default=None, repr=False)
     shadow_nodes: np.ndarray | None = field(default=None, repr=False)
     n_faces_global: int = 0  # of the whole mesh: checkpoints store faces in global order
+    nodes: np.ndarray | None = None  # the node of every rank (parallel.topology), once known
 
     @property
     def n_cells(self) -> int:

@@ -140,6 +140,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
     records = comm.gather(record, root=0)
     halo_stats = comm.gather(run.ex.stats.as_dict(), root=0)
     rss = comm.gather((run.rss_base, memory.peak_rss_bytes(), run.lmesh.n_owned), root=0)
+    splits = comm.gather(_halo_split(run.lmesh), root=0)
     for e in exchangers:
         e.close()
     if not root:
@@ -163,6 +164,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         log(line)
     summary = _summary(run, loop, arr, prof, halo_stats, time.perf_counter() - t_start)
     summary |= _survival(loop, restart)
+    summary["placement"] = _placement(run.case, splits)
     summary |= memory.summary(rss)
     for post in run.posts:
         entry = entries.get(post.name)
@@ -177,6 +179,27 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         f"residuals.csv, fields/, plots/)")
     log.close()
     return summary
+
+
+def _halo_split(lmesh) -> dict | None:
+    from ..parallel.topology import halo_split
+
+    return None if lmesh.nodes is None else halo_split(lmesh, lmesh.nodes)
+
+
+def _placement(case, splits: list) -> dict:
+    """Which node each rank ran on and how much of the fine level's halo crossed nodes."""
+    if not splits or splits[0] is None:
+        return {}
+    same = sum(s["halo_cells_same_node"] for s in splits)
+    other = sum(s["halo_cells_other_nodes"] for s in splits)
+    return {"placement": case.parallel.placement,
+            "ranks_per_node": case.parallel.ranks_per_node or None,
+            "nodes": len({s["node"] for s in splits}),
+            "node_of_rank": [s["node"] for s in splits],
+            "halo_cells_other_nodes": other, "halo_cells_same_node": same,
+            "cross_node_fraction": other / max(same + other, 1),
+            "neighbours_other_nodes": [s["neighbours_other_nodes"] for s in splits]}
 
 
 def _survival(loop, restart: str | None) -> dict:

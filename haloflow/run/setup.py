@@ -56,9 +56,10 @@ def local_mesh(case, comm, log=None):
     had to decide goes to ``log`` on rank 0 (None: warnings)."""
     from ..limits import generated_cells
     from ..mesh import MeshError, from_case
-    from ..parallel.decompose import decompose
     from ..parallel.local import distribute
+    from ..parallel.topology import place, rank_nodes
 
+    nodes = rank_nodes(comm, case.parallel.ranks_per_node)
     mesh = parts = None
     err = None
     if comm.rank == 0:
@@ -77,11 +78,14 @@ def local_mesh(case, comm, log=None):
         for n in notes or ():
             log(f"mesh: {n}")
         if err is None:
-            parts = decompose(mesh, comm.size, case.parallel.decomposition)
+            parts = place(mesh, comm.size, case.parallel.decomposition,
+                          case.parallel.placement, nodes)
     err = comm.bcast(err, root=0)
     if err:
         raise RunError(err)
-    return distribute(mesh, parts, comm)
+    lmesh = distribute(mesh, parts, comm)
+    lmesh.nodes = nodes
+    return lmesh
 
 
 def fits(n_cells: int, where: str) -> None:

@@ -151,3 +151,24 @@ def test_serial_profile_counts_the_communication_of_a_parallel_run(haloflow_mpi,
     assert one["amg"]["allgathers"] == pytest.approx(two["amg"]["allgathers"], rel=0.1)
     assert one["amg"]["allgathers"] > 0 and one["amg"]["refreshes"] > 0
     assert one["phases"]["amg_gathered"]["max"] > 0 and two["phases"]["amg_gathered"]["max"] > 0
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("placement", ["nodes", "permute"])
+def test_node_aware_placement_on_eight_ranks_matches_serial(haloflow_mpi, tmp_path, placement):
+    """8 ranks emulated as 2 nodes of 4 (oversubscribed: correctness and counts only)."""
+    quick = ["--set", "mesh.cells=[12,12,12]", "--set", "boundary.front.type=wall", "--set",
+             "boundary.back.type=wall", "--steps", "3", "--quiet", "--set", "output.plots=false",
+             "--set", "postprocess.cavity=false"]
+    runs = {}
+    for n, extra in ((1, []), (8, ["--set", "parallel.ranks_per_node=4", "--set",
+                                   f"parallel.placement={placement}"])):
+        d = tmp_path / f"n{n}"
+        res = haloflow_mpi(n, "run", "cavity", "-o", str(d), *quick, *extra, timeout=240)
+        assert res.returncode == 0, res.stderr
+        runs[n] = (json.loads((d / "summary.json").read_text()), read_fields(d))
+    s8 = runs[8][0]["placement"]
+    assert s8["nodes"] == 2 and s8["node_of_rank"] == [0] * 4 + [1] * 4
+    assert 0 < s8["halo_cells_other_nodes"] < s8["halo_cells_same_node"]
+    for k in ("U", "p"):
+        assert np.abs(runs[8][1][k] - runs[1][1][k]).max() < 1e-8

@@ -1,0 +1,68 @@
+"""Node-aware placement: the two-level split cuts the faces between nodes, a permutation
+never adds any, and every rank keeps its share of cells."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from haloflow.case import load_case
+from haloflow.mesh import from_case
+from haloflow.mesh.core import cell_adjacency
+from haloflow.parallel import topology as topo
+
+
+@pytest.fixture(scope="module")
+def cube():
+    case = load_case("cavity", ["mesh.cells=[24,24,24]", "boundary.front.type=wall",
+                                "boundary.back.type=wall"])
+    mesh = from_case(case.mesh)
+    return mesh, *cell_adjacency(mesh)
+
+
+@pytest.mark.parametrize("n_nodes, per_node", [(2, 8), (4, 4)])
+def test_two_level_cuts_the_faces_between_nodes(cube, n_nodes, per_node):
+    mesh, xadj, adj = cube
+    nodes = np.arange(n_nodes * per_node) // per_node
+    block = topo.place(mesh, len(nodes), "metis", "block", nodes)
+    two = topo.place(mesh, len(nodes), "metis", "nodes", nodes)
+    counts = np.bincount(two, minlength=len(nodes))
+    assert counts.min() > 0.95 * mesh.n_cells / len(nodes)
+    cut_block = topo.cross_node_faces(xadj, adj, block, nodes)
+    cut_two = topo.cross_node_faces(xadj, adj, two, nodes)
+    # a box split into n_nodes node pieces: at most the planes between them, and far fewer
+    # than a node-blind numbering of the parts
+    assert cut_two <= (n_nodes - 1) * 24 * 24 * 1.15
+    assert cut_two <= 0.85 * cut_block, (cut_two, cut_block)
+
+
+def test_permutation_keeps_parts_whole_and_never_adds_cross_node_faces(cube):
+    mesh, xadj, adj = cube
+    nodes = np.arange(8) // 4
+    rng = np.random.default_rng(3)
+    parts = topo.place(mesh, 8, "rcb", "block", nodes)
+    shuffled = rng.permutation(8)[parts]  # parts scattered over the nodes
+    perm = topo.permute(xadj, adj, shuffled, nodes)
+    # a relabelling: the same cells together
+    pairs = set(zip(shuffled.tolist(), perm.tolist(), strict=True))
+    assert len(pairs) == 8
+    assert topo.cross_node_faces(xadj, adj, perm, nodes) <= topo.cross_node_faces(
+        xadj, adj, shuffled, nodes)
+    # rcb of a cube into 8 octants: the best grouping is two half-boxes (one plane of 24^2)
+    assert topo.cross_node_faces(xadj, adj, perm, nodes) == 24 * 24
+
+
+def test_part_graph_and_halo_split():
+    xadj = np.array([0, 1, 3, 5, 6])
+    adj = np.array([1, 0, 2, 1, 3, 2])  # a chain 0-1-2-3
+    parts = np.array([0, 0, 1, 2])
+    w = topo.part_graph(xadj, adj, parts, 3)
+    assert w.tolist() == [[0, 1, 0], [1, 0, 1], [0, 1, 0]]
+    assert topo.cross_node_faces(xadj, adj, parts, [0, 0, 1]) == 1
+
+    class L:  # a rank with two neighbours, one on another node
+        rank, neighbours, send_ptr = 0, np.array([1, 2]), np.array([0, 3, 8])
+
+    assert topo.halo_split(L, [0, 0, 1]) == {"node": 0, "halo_cells_same_node": 3,
+                                             "halo_cells_other_nodes": 5,
+                                             "neighbours_other_nodes": 1}
