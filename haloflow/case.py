@@ -217,6 +217,22 @@ def _pairs() -> _Kind:
     return _Kind('a list of patch-name pairs, e.g. [["left", "right"]]', check)
 
 
+def _speeds() -> _Kind:
+    """A table of rank number -> relative compute speed in (0, 1] (emulated slow cores)."""
+    def check(v):
+        if not isinstance(v, dict) or len(v) > 1 << 20:
+            raise _Invalid
+        out = {}
+        for k, x in v.items():
+            if not (isinstance(k, str) and k.isdigit() and len(k) < 8 and _is_number(x)
+                    and 0.001 <= x <= 1.0):
+                raise _Invalid
+            out[str(int(k))] = float(x)
+        return out
+
+    return _Kind("a table of rank numbers to speeds from 0.001 to 1, e.g. {1 = 0.5}", check)
+
+
 def _fraction() -> _Kind:
     def check(v):
         if not _is_number(v) or not 0.0 < v <= 1.0:
@@ -316,6 +332,10 @@ def _schema() -> dict[str, Any]:
             # parts onto ranks: block, nodes (two-level: nodes, then cores), permute
             "placement": _Key(_choice("block", "nodes", "permute"), "block"),
             "ranks_per_node": _Key(_integer(0, 1 << 20), 0),  # 0: MPI_COMM_TYPE_SHARED
+            "balance": _Key(_choice("off", "time"), "off"),  # dynamic load balancing
+            "balance_every": _Key(_integer(1, 10**9), 10),  # steps between measurements
+            "max_imbalance": _Key(_number(1, strict=True, big=1e6), 1.10),  # max/mean load
+            "emulate_speed": _Key(_speeds(), {}),  # {rank = relative speed}: a slower core
         },
         "output": {
             "fields": _Key(_boolean(), True),

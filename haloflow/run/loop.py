@@ -35,6 +35,7 @@ class Loop:
     checkpoint: str | None = None  # the last checkpoint written
     checkpoints: int = 0  # written by this run
     checkpoint_s: float = 0.0  # their seconds
+    balance: dict | None = None  # the balancer's rebalances
 
     @property
     def last_step(self) -> int:
@@ -104,10 +105,16 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
 
         saver = Checkpointer(run, outdir, case.output.checkpoint_keep)
         series = FieldSeries(run, outdir)
+    balancer = None
+    if case.parallel.balance == "time" and run.comm.size > 1:
+        from .balance import Balancer
+
+        balancer = Balancer(run, log if root else (lambda *a, **k: None))
     step = start
     t_loop = time.perf_counter()
     try:
         while step < n_target and (max_steps is None or step < max_steps):
+            solver = run.solver  # a rebalance builds a new one
             info = solver.step()
             step += 1
             lp.steps = step - start
@@ -123,6 +130,10 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
             if stop:
                 lp.status, lp.signal = "interrupted", sched.signal_name
                 break
+            if balancer is not None:
+                with run.timers("balance"):
+                    balancer.after_step(step, n_target if max_steps is None else
+                                        min(n_target, max_steps))
         if saver is not None and lp.steps and lp.status == "completed":
             # the end of the run: a last checkpoint and series file, unless just written
             last = sched.final_checkpoint(step)
@@ -135,6 +146,8 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
         bar.stop()
         sched.restore_signals()
     lp.seconds = time.perf_counter() - t_loop
+    lp.balance = balancer.summary() if balancer is not None else None
+    solver = run.solver
     if saver is not None:
         lp.checkpoints, lp.checkpoint_s = saver.written, saver.seconds
     if root:

@@ -158,6 +158,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
                  "dims": ncomp},  # 2 for one-cell-thick cases with empty front and back
         "machine": {**profiling.machine(), "mpi_call_s": mpi_call_s,
                     "kernel_call_s": kernel_call_s},
+        **({"balance": loop.balance} if loop.balance is not None else {}),
         **({"amg": amg_info} if amg_info else {})})
     profiling.write(outdir / "profile.json", prof)
     for line in profiling.table(prof):
@@ -165,6 +166,8 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
     summary = _summary(run, loop, arr, prof, halo_stats, time.perf_counter() - t_start)
     summary |= _survival(loop, restart)
     summary["placement"] = _placement(run.case, splits)
+    if loop.balance is not None:
+        summary["balance"] = loop.balance
     summary |= memory.summary(rss)
     for post in run.posts:
         entry = entries.get(post.name)

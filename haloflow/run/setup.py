@@ -8,7 +8,7 @@ times the solver's own messages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import RunError
 from .memory import rss_bytes
@@ -29,6 +29,7 @@ class Run:
     timers: object
     posts: list  # the enabled post-processors, in registry order
     rss_base: int  # bytes resident before the mesh was built (memory.rss_bytes)
+    retired: list = field(default_factory=list)  # exchangers a rebalance replaced: counters
 
     @property
     def amg(self):
@@ -37,6 +38,9 @@ class Run:
 
     def exchangers(self) -> list:
         """The solver's exchanger and those of the AMG's distributed coarse levels."""
+        return self.live_exchangers() + self.retired
+
+    def live_exchangers(self) -> list:
         return [self.ex] + (self.amg.coarse_exchangers() if self.amg else [])
 
 

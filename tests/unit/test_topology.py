@@ -66,3 +66,29 @@ def test_part_graph_and_halo_split():
     assert topo.halo_split(L, [0, 0, 1]) == {"node": 0, "halo_cells_same_node": 3,
                                              "halo_cells_other_nodes": 5,
                                              "neighbours_other_nodes": 1}
+
+
+def test_rebalanced_parts_follow_the_speeds_and_keep_cells_in_place():
+    from types import SimpleNamespace
+
+    from haloflow.run.balance import new_parts
+
+    case = load_case("cavity", ["mesh.cells=[40,40,1]"])
+    comm = SimpleNamespace(size=4)
+    n = 1600
+    old = np.arange(n) % 4  # a scattered old partition: ranks 2 and 3 equally fast
+    ids = [np.flatnonzero(old == r) for r in range(4)]
+    fr = np.array([0.4, 0.2, 0.2, 0.2])
+    _, parts = new_parts(case, comm, fr, ids)
+    counts = np.bincount(parts, minlength=4) / n
+    assert np.allclose(counts, fr, atol=0.03)
+    # slabs as the old partition, equal speeds: the parts go to the ranks so that as many
+    # cells as any labelling could keep stay where they are
+    from itertools import permutations
+
+    old = np.minimum(np.arange(n) // 400, 3)
+    ids = [np.flatnonzero(old == r) for r in range(4)]
+    _, parts = new_parts(case, comm, np.full(4, 0.25), ids)
+    kept = np.count_nonzero(parts == old)
+    best = max(np.count_nonzero(np.array(p)[parts] == old) for p in permutations(range(4)))
+    assert kept == best and kept > n / 4
