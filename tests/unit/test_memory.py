@@ -4,6 +4,7 @@ libraries."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -51,14 +52,14 @@ def _loaded(tmp_path, *overrides) -> list[str]:
     """The heavy modules a ``haloflow run`` process has loaded when it ends."""
     sets = [x for s in (*CAVITY, "solver.max_steps=2", *overrides) for x in ("--set", s)]
     argv = ["run", "cavity", "-o", str(tmp_path / "run"), "--quiet", "--force", *sets]
-    code = ("import sys; from haloflow.cli import main; rc = main(%r); "
-            "print(rc, sorted(m for m in %r if m in sys.modules))" % (argv, HEAVY))
+    code = (f"import json, sys; from haloflow.cli import main; rc = main({argv!r}); "
+            f"print(json.dumps([rc, sorted(m for m in {HEAVY!r} if m in sys.modules)]))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr
-    rc, _, mods = res.stdout.strip().splitlines()[-1].partition(" ")
-    assert rc == "0", res.stdout
-    return eval(mods)  # noqa: S307 (a list of names printed by the child)
+    rc, mods = json.loads(res.stdout.strip().splitlines()[-1])
+    assert rc == 0, res.stdout
+    return mods
 
 
 def test_a_run_loads_no_plotting_or_mesh_reading_libraries(tmp_path):
