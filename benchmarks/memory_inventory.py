@@ -4,7 +4,9 @@ Sets up the race's 3D cavity (1 rank) in this process, takes one step, and walks
 reachable from the run (each buffer counted once, under the first path that reaches it),
 printing bytes per owned cell by group and, with ``--detail``, per array; the resident set
 against the live arrays shows what the arrays do not explain (numba's target and kernels,
-modules, freed memory not returned).
+modules, freed memory not returned).  Each figure comes twice: the arrays' size and the part
+of it resident (``mincore``): pages of ``np.zeros`` that nothing has written yet cost
+nothing, so an array sized for more than is used may cost less than its size says.
 
     .venv/bin/python benchmarks/memory_inventory.py 64 [--detail]
 """
@@ -12,6 +14,8 @@ modules, freed memory not returned).
 from __future__ import annotations
 
 import argparse
+import ctypes
+import mmap
 import re
 import types
 from collections import defaultdict
@@ -72,23 +76,42 @@ def arrays(root) -> dict:
     return seen
 
 
+def resident(a: np.ndarray) -> int:
+    """Bytes of ``a``'s pages resident now (its size where ``mincore`` is missing)."""
+    try:
+        mincore = ctypes.CDLL(None).mincore
+    except (OSError, AttributeError):
+        return a.nbytes
+    mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    start = a.ctypes.data // mmap.PAGESIZE * mmap.PAGESIZE
+    length = a.ctypes.data + a.nbytes - start
+    vec = np.zeros(max((length + mmap.PAGESIZE - 1) // mmap.PAGESIZE, 1), np.uint8)
+    if a.nbytes == 0 or mincore(start, length, vec.ctypes.data) != 0:
+        return a.nbytes
+    return min(int((vec & 1).sum()) * mmap.PAGESIZE, a.nbytes)
+
+
 def report(run, cells: int, tag: str, detail: bool, base: int) -> None:
     from haloflow.run.memory import MIB, peak_rss_bytes, rss_bytes
 
     seen = arrays(run)
-    groups = defaultdict(int)
-    for path, nbytes, _ in seen.values():
-        groups[next(g for g, pat in GROUPS if re.search(pat, path))] += nbytes
-    live = sum(groups.values())
+    groups, res = defaultdict(int), defaultdict(int)
+    for path, nbytes, a in seen.values():
+        g = next(g for g, pat in GROUPS if re.search(pat, path))
+        groups[g] += nbytes
+        res[g] += resident(a)
+    live, live_res = sum(groups.values()), sum(res.values())
     print(f"== {tag}: resident {rss_bytes() / MIB:.1f} MB (peak {peak_rss_bytes() / MIB:.1f}), "
           f"{(rss_bytes() - base) / cells:.0f} B/cell above the base; live arrays "
-          f"{live / cells:.0f} B/cell")
+          f"{live / cells:.0f} B/cell, of which resident {live_res / cells:.0f}")
+    print("  B/cell (resident)")
     for g, b in sorted(groups.items(), key=lambda x: -x[1]):
-        print(f"  {b / cells:7.1f} B/cell  {g}")
+        print(f"  {b / cells:7.1f} ({res[g] / cells:6.1f})  {g}")
     if detail:
         for path, nbytes, a in sorted(seen.values(), key=lambda x: -x[1]):
             if nbytes / cells >= 2:
-                print(f"     {nbytes / cells:7.1f} {a.dtype} {a.shape} {path}")
+                print(f"     {nbytes / cells:7.1f} ({resident(a) / cells:6.1f}) {a.dtype} "
+                      f"{a.shape} {path}")
 
 
 def main() -> None:

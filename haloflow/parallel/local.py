@@ -71,6 +71,17 @@ class LocalMesh:
         global face ids stay: a checkpoint stores the face fluxes in global order."""
         self.points = self.face_ptr = self.face_nodes = self.shadow_nodes = None
 
+    def release_centres(self, faces: bool, cells: bool) -> None:
+        """Drop the face centres (72 bytes per face, about 220 per cell on a hex mesh) and/or
+        the cell centres (24 bytes per cell): set-up reads them (boundary values, gradient
+        weights, initial fields), after it only linear-upwind convection, the gathered
+        velocity and post-processors do, so a run without them frees them.  Reading them
+        afterwards fails loudly (None)."""
+        if faces:
+            self.geometry.face_centres = None
+        if cells:
+            self.geometry.cell_centres = None
+
 
 def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
     """Cut rank ``rank``'s LocalMesh out of the global mesh (runs on rank 0 for every rank)."""

@@ -176,9 +176,9 @@ class Momentum:
         self.rhs, self.work = scratch.rhs, scratch.work
         self.b0 = np.zeros((3, n))
         self.u_fields = tuple(U[d] for d in comps)
-        fcs = lm.geometry.face_centres
-        self.fcn = fcs if lm.face_shift is None else np.ascontiguousarray(
-            fcs[:ni] - lm.face_shift)  # face centres seen from the neighbour (periodic)
+        fcs = lm.geometry.face_centres  # only linear-upwind reads them after set-up
+        self.fcn = None if not self.linear_upwind else fcs if lm.face_shift is None else \
+            np.ascontiguousarray(fcs[:ni] - lm.face_shift)  # as the neighbour sees them
         self.gradU = None
         if nonorth or self.linear_upwind:  # velocity gradients, ghosts exchanged
             self.gradU = np.zeros((3, 3, n))

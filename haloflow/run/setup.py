@@ -118,6 +118,15 @@ def refuse_broken(mesh, where: str) -> None:
                         "mesh check shows the details)")
 
 
+def release_centres(lmesh, case, posts) -> None:
+    """Free the centres nothing reads once set-up is over: linear-upwind convection reads
+    face and cell centres every step, the velocity gathered at the end for plots and
+    post-processors reads both, and post-processors read the cell centres."""
+    if case.solver.convection == "linear-upwind" or case.output.plots:
+        return
+    lmesh.release_centres(faces=not any(post.gathers for post in posts), cells=not posts)
+
+
 def setup(case, comm, threads: int, log) -> Run:
     """Collective: everything a run steps, timed as the "setup" phase."""
     from ..parallel import halo
@@ -140,6 +149,7 @@ def setup(case, comm, threads: int, log) -> Run:
         posts = [post(lmesh, case, solver, red) for post in enabled(case)]
         if not (case.output.fields or case.output.write_every):  # no writer reads them
             lmesh.release_topology()
+        release_centres(lmesh, case, posts)
         # serial kernels unless they pay; bound once every kernel module is imported
         threaded = use_threads(threads, lmesh.n_owned)
     return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts, rss_base)
