@@ -257,3 +257,10 @@ def test_unknown_cycle_is_refused():
     lm, A, b, ws = _problem((14, 12, 10), True)
     with pytest.raises(ValueError, match="unknown AMG cycle"):
         AMG(A, lm, Reducer(COMM), cycle="W")
+
+
+def test_auto_cycle_is_amli_on_3d_stencils_only():
+    """AMLI kept 3D iterations and cost 2D ones 1-2: ``auto`` picks by couplings per row."""
+    for cells, kind in (((12, 12, 12), "A"), ((40, 40, 1), "K")):
+        lm, A, b, ws = _problem(cells, False)
+        assert AMG(A, lm, Reducer(COMM), cycle="auto").cycle_kind == kind, cells
