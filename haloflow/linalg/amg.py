@@ -74,7 +74,20 @@ the all-Neumann finite-volume Laplacian):
   1024^2 on 2 ranks 11 -> 10 iterations, 64^3 11 -> 10, per-iteration time within noise.
   Not on levels under ``RESWEEP_ABOVE`` rows, where its two exchanges per visit bought
   nothing (256^2 and 40^3 on 3 ranks: 10 iterations with or without, 103 -> 71 and
-  110 -> 77 coarse exchanges per application).
+  110 -> 77 coarse exchanges per application).  Nor on any coarse level now
+  (``RESWEEP_COARSE``): on 2 ranks 48^3 and 256^2 took the same iterations with it on levels
+  of 2000 rows and more or on none (K-cycle 10 and 10, AMLI 11 and 12), for 506 -> 374
+  coarse exchanges per solve (48^3, K-cycle) and 516 -> 372 (AMLI).
+- *AMLI instead of the K-cycle* (``cycle="A"``; the default ``"auto"`` takes it where the
+  top level has more than ``AMLI_COUPLINGS`` = 5 off-diagonal entries per row, 3D
+  stencils, and keeps the K-cycle, ``"K"``, on 2D ones, where AMLI cost iterations):
+  the Krylov levels take two Richardson steps with the fixed lengths of the degree-2 AMLI
+  polynomial (``amli_steps``, ``AMLI_LMIN`` = 0.3) instead of two flexible-CG steps, so the
+  coarse levels make no reduction and one exchange less per visit.  Poisson to 1e-6,
+  serial: 32^3 and 48^3 10 iterations either way; 256^2 9 -> 11, 63^2 9 -> 9.  The 32^3
+  cavity on 2 ranks: 9.83 -> 9.89 pressure iterations per solve, 190.6 -> 64.3 allreduces
+  and 927 -> 890 exchanges per step.  ``AMLI_LMIN`` 0.2 cost 3D one iteration, 0.1 four;
+  the plain scaled Chebyshev polynomial (which dips below zero) diverged in 3D.
 """
 
 from __future__ import annotations
@@ -98,11 +111,16 @@ STRENGTH = 0.25  # pair only with couplings at least this fraction of the row's 
 TIE = 1e-6  # couplings within this relative difference are equally strong
 KAPPA = 4.5  # refuse tentative aggregates whose two-grid quality mu(G) exceeds this
 KCYCLE_T = 0.25  # K-cycle: skip the second Krylov step if the residual fell by this factor
+CYCLE = "auto"  # the coarse solve on Krylov levels: "K" (K-cycle), "A" (AMLI), "V" (one
+# cycle), "auto": AMLI where the top level couples a row to more than AMLI_COUPLINGS others
+AMLI_COUPLINGS = 5.0  # on average (3D stencils 6, 2D 4: AMLI cost 2D 1-2 iterations)
+AMLI_LMIN = 0.3  # AMLI: the smallest eigenvalue of a level's one-cycle preconditioned matrix
 DENSE_LU = 200  # a coarsest level of at most this many rows gets a dense LU
 KRYLOV_ABOVE = 500  # K-cycle: levels with fewer global rows get one plain cycle per visit
 KRYLOV_LEVELS = 2  # ... and so do levels below the first KRYLOV_LEVELS coarse ones
 RESWEEP = 1  # distributed levels: sweep the rows next to the cut again with fresh ghosts
 RESWEEP_ABOVE = 2000  # ... on coarse levels of at least this many global rows (serial: counted)
+RESWEEP_COARSE = False  # ... if at all: the top level only (see the module docstring)
 AGGREGATION = "global"  # "global": partition-independent aggregates; "local": per rank
 
 
@@ -741,7 +759,7 @@ class AMG:
     every level counts into its ``stats`` the reductions a parallel run makes (see
     ``_serial_next``)."""
 
-    def __init__(self, A, lmesh, red: Reducer, strategy: str = "packed", cycle: str = "K",
+    def __init__(self, A, lmesh, red: Reducer, strategy: str = "packed", cycle: str | None = None,
                  timers=NULL_TIMERS, aggregation: str = AGGREGATION,
                  gather_below: int | None = None):
         if aggregation not in ("global", "local"):
@@ -754,7 +772,10 @@ class AMG:
         self.allgathers = 0  # visits to it: one allgather of its right-hand side each
         self.refreshes = 0
         self.comm = red.comm  # handed to the transfer plans of the distributed levels
-        self.cycle_kind = cycle
+        self.cycle_kind = CYCLE if cycle is None else cycle
+        if self.cycle_kind not in ("K", "A", "V", "auto"):
+            raise ValueError(f"unknown AMG cycle {cycle!r} (K, A, V or auto)")
+        self.amli = amli_steps(AMLI_LMIN)
         self.aggregation = aggregation
         # replicate below this many global rows: the network decides where that pays (a
         # slow one makes a distributed level's exchanges dearer than the whole level's work)
@@ -763,6 +784,16 @@ class AMG:
         self.levels: list[Level] = []
         self.root = red.rank == 0
         self._setup()
+        if self.cycle_kind == "auto":
+            self.cycle_kind = "A" if self._couplings() > AMLI_COUPLINGS else "K"
+
+    def _couplings(self) -> float:
+        """Off-diagonal entries per row of the top level, over all ranks."""
+        top = self.levels[0]
+        nnz = len(top.indices)
+        if top.red.parallel:
+            nnz = transfer.total(self.comm, nnz)
+        return nnz / max(top.rows, 1) - 1.0
 
     # -- set-up ---------------------------------------------------------------------------------
     def _setup(self):
@@ -985,7 +1016,8 @@ class AMG:
             lev.krylov = lev.rows >= KRYLOV_ABOVE and i <= KRYLOV_LEVELS
         for i, lev in enumerate(self.levels[:fr]):
             lev.smoother_setup()
-            if RESWEEP and lev.cut is None and (i == 0 or lev.rows >= RESWEEP_ABOVE):
+            if RESWEEP and lev.cut is None and (i == 0 or RESWEEP_COARSE
+                                                and lev.rows >= RESWEEP_ABOVE):
                 rows = np.repeat(np.arange(lev.n), np.diff(lev.indptr).astype(np.int64))
                 lev.cut = np.unique(rows[lev.indices >= lev.n]).astype(IDX)
         with self.timers("amg_gathered") if fr < len(self.levels) else NULL_PHASE:
@@ -1173,6 +1205,8 @@ class AMG:
                      b, x, f.y)
         elif self.cycle_kind == "K" and lev.krylov:
             self._kcycle(i, b, x)
+        elif self.cycle_kind == "A" and lev.krylov:
+            self._amli(i, b, x)
         else:
             self._cycle(i, b, x)
 
@@ -1228,3 +1262,26 @@ class AMG:
             return
         _combine(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n)
 
+
+    def _amli(self, i, b, x):
+        """Two Richardson steps on level i, each preconditioned by one cycle, with the fixed
+        step lengths ``amli_steps``: the K-cycle's exchanges less one and no reduction."""
+        lev = self.levels[i]
+        n = lev.n
+        a1, a2 = self.amli
+        self._cycle(i, b, lev.c)
+        lev.matvec(lev.c, lev.v)
+        _axpy_into(lev.r2, b, a1, lev.v, n)
+        self._cycle(i, lev.r2, lev.d)
+        _combine(x, a1, lev.c, a2, lev.d, n)
+
+
+def amli_steps(lmin: float) -> tuple[float, float]:
+    """Step lengths of the degree-2 AMLI polynomial: x = a1 c + a2 M(b - a1 A c), c = M b,
+    leaves the error p(M A) e with p(t) = (1 + T2(z(t))) / (1 + T2(z(0))), z mapping
+    [lmin, 1] onto [1, -1] (Vassilevski): p = (1 - 2t / (1 + lmin))^2, two equal steps.
+    p stays in [0, 1] on the spectrum of a symmetric cycle, so the level above sees a
+    coarse solve that never overshoots; the scaled T2 itself dips below zero there, and
+    with it 3D Poisson problems (32^3, 48^3) diverged for lmin <= 0.1."""
+    step = 2.0 / (1.0 + lmin)
+    return step, step

@@ -56,6 +56,7 @@ from .matrix import IDX
 # per-level columns of the int64 table ``lv``
 N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE, KRYLOV = range(11)
 LV_COLS = 11
+K_LEVEL, AMLI_LEVEL = 1, 2  # values of KRYLOV: the K-cycle's Krylov steps or AMLI's
 # per-level columns of the int64 table ``pl``: what a parallel run sends.  Halo exchange of
 # the level (EXS: made at all; plan and buffer offsets, persistent requests), the transfers of
 # aggregates spanning ranks into the next level (XO/XI: out and in entries; ACC/DIST: their
@@ -407,14 +408,29 @@ def _k_first(h, d0, cnt, i):
 
 
 @nb.njit(cache=True)
+def _a_first(h, d0, cnt, i):
+    """``AMG._amli`` after its first cycle (c = M b): the second right-hand side r2."""
+    lv, ks = h[8], h[9]
+    n = lv[i, N]
+    b, c, v = _vec(h, B, i), _vec(h, C, i), _vec(h, V, i)
+    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    _exchange(h, cnt, i, c)
+    spmv(ip, ix, data, c, v)
+    _axpy_into(_vec(h, R2, i), b, ks[len(ks) - 2], v, n)
+
+
+@nb.njit(cache=True)
 def _k_second(h, d0, cnt, i):
     """``AMG._kcycle`` after its second cycle (d = M r2): the combination into x."""
-    lv = h[8]
+    lv, ks = h[8], h[9]
     n = lv[i, N]
     x, c, d, v, w, r2 = (_vec(h, X, i), _vec(h, C, i), _vec(h, D, i), _vec(h, V, i),
                          _vec(h, Wv, i), _vec(h, R2, i))
+    if lv[i, KRYLOV] == AMLI_LEVEL:  # ``AMG._amli``'s combination
+        _combine(x, ks[len(ks) - 2], c, ks[len(ks) - 1], d, n)
+        return
     ip, ix, data, dp, dl1 = _level(h, d0, i)
-    a1, rho1 = h[9][i], h[9][len(lv) + i]
+    a1, rho1 = ks[i], ks[len(lv) + i]
     _exchange(h, cnt, i, d)
     spmv(ip, ix, data, d, w)
     sm = _sums(h)
@@ -470,7 +486,12 @@ def _apply(h, d0, lu, ctl, cnt, r, z):
             _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, X, i))
         elif lv[i, PHASE] == 0:
             _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i))
-            if _k_first(h, d0, cnt, i):
+            if lv[i, KRYLOV] == AMLI_LEVEL:
+                _a_first(h, d0, cnt, i)
+                more = True
+            else:
+                more = _k_first(h, d0, cnt, i)
+            if more:
                 lv[i, PHASE] = 1
                 _down(h, d0, cnt, i, _vec(h, R2, i), _vec(h, D, i))
                 i += 1
@@ -657,7 +678,7 @@ class CompiledSolve:
             lv[i + 1, CUT] = lv[i, CUT] + len(cut)
             lv[i, NCUT], lv[i, HASCUT] = len(cut), lev.cut is not None
             lv[i, COUNTED] = lev.red.stats is amg.red.stats
-            lv[i, KRYLOV] = amg.cycle_kind == "K" and lev.krylov
+            lv[i, KRYLOV] = lev.krylov * {"K": K_LEVEL, "A": AMLI_LEVEL}.get(amg.cycle_kind, 0)
         ip = np.concatenate([lev.indptr.astype(IDX) for lev in levels])
         ix = np.concatenate([lev.indices.astype(IDX) for lev in levels])
         # level 0's coefficients are the matrix's own (passed per solve); the others packed
@@ -682,7 +703,9 @@ class CompiledSolve:
             for i, lev in enumerate(levels):
                 W[k, lv[i, VEC]:lv[i + 1, VEC]] = getattr(lev, name)
                 setattr(lev, name, W[k, lv[i, VEC]:lv[i + 1, VEC]])
-        ks = np.zeros(2 * (nl + 1))  # per level, a1 and rho1 of a K-cycle in progress
+        # per level, a1 and rho1 of a K-cycle in progress; then the AMLI step lengths
+        ks = np.zeros(2 * (nl + 1) + 2)
+        ks[-2:] = amg.amli
         ctl = self.ctl = np.zeros(N_CTL, dtype=np.int64)
         ctl[NLEV] = nl
         fr = amg._redundant_from()

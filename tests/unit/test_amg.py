@@ -182,7 +182,7 @@ def test_gather_threshold_moves_work_never_the_hierarchy(dense_lu, monkeypatch):
     b = rhs(lm, zero_mean=True)
     runs = []
     for gb in (None, 1000, 10**9):
-        amg = AMG(A, lm, self_reducer(), gather_below=gb)
+        amg = AMG(A, lm, self_reducer(), gather_below=gb, cycle="K")  # its coarse reductions
         x = np.zeros(lm.n_cells)
         info = K.fcg(A, b, x, 1e-8, 200, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
                      amg.apply)

@@ -209,3 +209,58 @@ def test_periodic_box_equal_python_path(monkeypatch):
     s2, it2 = _cavity("amg-cg", True, monkeypatch, 3, "taylor_green", sets)
     assert s2.pressure.compiled is not None and it1 == it2
     assert np.abs(s1.U - s2.U).max() < 1e-9 * np.abs(s1.U).max()
+
+
+@pytest.mark.parametrize("cycle", ["K", "A", "V"])
+def test_every_coarse_cycle_equals_python_path(cycle):
+    lm, A, b, ws = _problem((20, 20, 20), False)
+    amg = AMG(A, lm, Reducer(COMM), cycle=cycle)
+    assert amg.cycle_kind == cycle
+    for krylov in (K.fcg, L.cg1):
+        i1, i2, diff = _compare(krylov, lm, A, b, ws, amg, 1e-9)
+        assert i2.iters == i1.iters and i2.converged and diff < 1e-11, (krylov, diff)
+
+
+def test_amli_makes_no_reductions_and_keeps_the_iterations():
+    """AMLI's fixed steps instead of the K-cycle's Krylov steps: cg1 makes one reduction per
+    iteration (and one to start) instead of one per iteration and coarse Krylov step, for
+    the K-cycle's iterations (+-1) on 3D Poisson, 40^3 here."""
+    lm, A, b, ws = _problem((40, 40, 40), False)
+    its = {}
+    for cycle in ("K", "A"):
+        amg = AMG(A, lm, Reducer(COMM), cycle=cycle)
+        assert sum(lev.krylov for lev in amg.levels[1:]) == 2
+        fast = kcycle.compiled_solver(amg, L.cg1)
+        _reset(amg)
+        info = fast.solve(b, np.zeros(lm.n_cells), 1e-8, 100, ws)
+        assert info.converged
+        its[cycle] = (info.iters, amg.red.stats.calls)
+    assert abs(its["A"][0] - its["K"][0]) <= 1, its
+    assert its["A"][1] == its["A"][0] + 1, its
+    assert its["K"][1] > 3 * its["A"][1], its
+
+
+def test_amli_polynomial_stays_in_unit_interval():
+    """The error polynomial p(t) = (1 - a1 t)(1 - a2 t) in [0, 1] on (0, 1], 1 - the
+    AMLI bound at lmin; the scaled T2 would dip below zero."""
+    from haloflow.linalg.amg import amli_steps
+
+    t = np.linspace(1e-6, 1.0, 1001)
+    for lmin in (0.0, 0.1, 0.3):
+        a1, a2 = amli_steps(lmin)
+        p = (1.0 - a1 * t) * (1.0 - a2 * t)
+        assert p.min() >= 0.0 and p.max() <= 1.0
+        assert abs(p[np.searchsorted(t, lmin)] - ((1 - lmin) / (1 + lmin)) ** 2) < 1e-2
+
+
+def test_unknown_cycle_is_refused():
+    lm, A, b, ws = _problem((14, 12, 10), True)
+    with pytest.raises(ValueError, match="unknown AMG cycle"):
+        AMG(A, lm, Reducer(COMM), cycle="W")
+
+
+def test_auto_cycle_is_amli_on_3d_stencils_only():
+    """AMLI kept 3D iterations and cost 2D ones 1-2: ``auto`` picks by couplings per row."""
+    for cells, kind in (((12, 12, 12), "A"), ((40, 40, 1), "K")):
+        lm, A, b, ws = _problem(cells, False)
+        assert AMG(A, lm, Reducer(COMM), cycle="auto").cycle_kind == kind, cells
