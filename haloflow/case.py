@@ -314,6 +314,8 @@ def _schema() -> dict[str, Any]:
                 "rel_tol": _Key(_number(0), 0.0),  # stop at rel_tol x the initial residual
                 "final_rel_tol": _Key(_number(0), 0.0),  # on a PISO step's last solve
                 "max_iter": _Key(_integer(1, 10**7), 5000),
+                # the AMG's coarse correction: AMLI (3D) or K-cycle (2D), or one of them
+                "cycle": _Key(_choice("auto", "K", "A", "V"), "auto"),
             },
             "momentum": {
                 "method": _Key(_choice("bicgstab-jacobi", "bicgstab-sgs", "sgs"),

@@ -352,7 +352,8 @@ class Pressure:
         return info
 
     def _build_amg(self) -> None:
-        self.amg = AMG(self.P, self.lm, self.red, strategy=self.halo, timers=self.timers)
+        self.amg = AMG(self.P, self.lm, self.red, strategy=self.halo, timers=self.timers,
+                       cycle=self.cfg.cycle)
         self.compiled = compiled_solver(self.amg, self.krylov)
 
     def state(self) -> tuple[dict, dict]:
