@@ -96,6 +96,23 @@ class PisoSolver:
             # T's ghosts ride on the first correction's exchange of H/A
             self._h_fields_T = self._h_fields + (self.energy.T,)
         self._initialise(initial, mesh, physics.nu)
+        if self.energy is not None and initial.type == "rest":
+            self._hydrostatic()
+
+    def _hydrostatic(self) -> None:
+        """A fluid at rest starts in hydrostatic balance: ``p_rgh`` from the pressure equation
+        with buoyancy fluxes alone (as OpenFOAM's hydrostatic initialisation), so a stable
+        stratification has nothing to adjust."""
+        lm, bc, pe = self.lm, self.bc, self.pressure
+        self.rAU[:] = lm.geometry.cell_volumes  # any positive weights: the balance is per face
+        pe.predict_fluxes(self.HbyA, self.rAU, self._h_fields_T)
+        self.energy.add_buoyancy_flux(pe.phiH, pe.g)
+        pe.solve(self.rAU, True)
+        self.ex.exchange(pe.p_field)
+        correct_fluxes(lm.owner, lm.neighbour, pe.phiH, pe.g, self.p, bc.p_kind, bc.p_value,
+                       self.phi, 0, lm.n_internal, True)
+        self.energy.pressure_force(self.p, self.grad)
+        pe.grad_current = True
 
     def _energy_options(self, s) -> dict:
         """Transient: the time term, no relaxation."""

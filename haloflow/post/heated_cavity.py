@@ -169,7 +169,7 @@ def cavity_png(path, prof, ra) -> None:
     cs = at.contour(x, y, t, levels=np.linspace(0.05, 0.95, 19) * (t.max() - t.min())
                     + t.min(), cmap="coolwarm")
     at.clabel(cs, cs.levels[::3], fontsize=7)
-    ap.contour(x, y, psi, levels=15, colors="k", linewidths=0.8)
+    ap.contour(x, y, psi, levels=15, colors="k", linewidths=0.8, linestyles="solid")
     at.set(title="isotherms", xlabel="x / L", ylabel="y / L", aspect="equal")
     ap.set(title="streamlines", xlabel="x / L", ylabel="y / L", aspect="equal")
     fig.suptitle(f"Differentially heated cavity, Ra = {ra:.3g}")
