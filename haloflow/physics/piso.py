@@ -103,14 +103,13 @@ class PisoSolver:
         """A fluid at rest starts in hydrostatic balance: ``p_rgh`` from the pressure equation
         with buoyancy fluxes alone (as OpenFOAM's hydrostatic initialisation), so a stable
         stratification has nothing to adjust."""
-        lm, bc, pe = self.lm, self.bc, self.pressure
+        lm, pe = self.lm, self.pressure
         self.rAU[:] = lm.geometry.cell_volumes  # any positive weights: the balance is per face
         pe.predict_fluxes(self.HbyA, self.rAU, self._h_fields_T)
+        pe.phiH[:] = 0.0  # no inflow: the weight of the fluid alone (the fluxes stay zero)
         self.energy.add_buoyancy_flux(pe.phiH, pe.g)
         pe.solve(self.rAU, True)
         self.ex.exchange(pe.p_field)
-        correct_fluxes(lm.owner, lm.neighbour, pe.phiH, pe.g, self.p, bc.p_kind, bc.p_value,
-                       self.phi, 0, lm.n_internal, True)
         self.energy.pressure_force(self.p, self.grad)
         pe.grad_current = True
 
