@@ -21,8 +21,7 @@ from .initial import initial_fields
 from .momentum import Momentum
 from .monitor import StepInfo, StepMonitor
 from .patches import EMPTY
-from .pressure import (Pressure, correct_fluxes, correct_velocity, predicted_fluxes,
-                       relax_pressure)
+from .pressure import Pressure, correct_fluxes, correct_velocity, predicted_fluxes, relax_pressure
 from .schemes import Gradient
 from .scratch import Scratch
 from .time import TIME_SCHEMES

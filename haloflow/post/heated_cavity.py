@@ -41,7 +41,7 @@ class HeatedCavity(PostProcessor):
         for side in ("left", "right"):
             if getattr(b[side], "T", None) is None:
                 raise KeyProblem(("postprocess", "heated_cavity"), "postprocess.heated_cavity: "
-                                 f"needs a fixed temperature on boundary.{side} (boundary.{side}.T)",
+                                 f"needs a fixed temperature boundary.{side}.T",
                                  also=[("boundary", side)])
         if b["left"].T == b["right"].T:
             raise KeyProblem(("postprocess", "heated_cavity"), "postprocess.heated_cavity: "

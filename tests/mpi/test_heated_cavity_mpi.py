@@ -23,8 +23,9 @@ def _run(haloflow_mpi, n, outdir, *extra, timeout=240):
 
 @pytest.mark.mpi
 def test_ranks_and_halo_strategies_agree(haloflow_mpi, tmp_path):
-    """40 SIMPLEC iterations at Ra 1e4 on 1 rank, then 3 ranks with each halo strategy: the figures agree to 1e-8 (Jacobi-preconditioned solves do not depend on
-    the decomposition)."""
+    """40 SIMPLEC iterations at Ra 1e4 on 1 rank, then 3 ranks with each halo strategy: the
+    figures agree to 1e-8 (Jacobi-preconditioned solves do not depend on the
+    decomposition)."""
     ref = _run(haloflow_mpi, 1, tmp_path / "serial", *QUICK)["heated_cavity"]
     for n, h in [(3, h) for h in ("perfield", "packed", "aggregated", "neighbor", "overlap")]:
         s = _run(haloflow_mpi, n, tmp_path / f"n{n}{h}", *QUICK, "--halo", h)

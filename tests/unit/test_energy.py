@@ -47,7 +47,8 @@ def test_patch_without_temperature(tmp_path):
 
 @pytest.mark.parametrize("override, key", [
     ("physics.Pr=0.71", "physics.Pr"), ("physics.Ra=1e5", "physics.Ra"),
-    ("boundary.left.T=1", "boundary.left.T"), ("boundary.top.heat_flux=1", "boundary.top.heat_flux")])
+    ("boundary.left.T=1", "boundary.left.T"),
+    ("boundary.top.heat_flux=1", "boundary.top.heat_flux")])
 def test_thermal_key_on_incompressible_case(override, key):
     msg = error("cavity", [override])
     assert f": {key}: a thermal key" in msg and 'model = "boussinesq"' in msg
