@@ -24,6 +24,7 @@ import numpy as np
 from ..linalg.krylov import bicgstab
 from ..linalg.matrix import DistMatrix
 from .patches import EMPTY, FIXED, FIXED_GRADIENT
+from .time import bdf2_history
 
 # -- kernels -----------------------------------------------------------------------------------
 
@@ -177,7 +178,7 @@ class Energy:
 
     def __init__(self, lmesh, fc, bc, comps, pattern, exchanger, red, workspace, scratch,
                  timers, *, physics, boundary, convection, settings, relaxation=1.0,
-                 steady=False):
+                 steady=False, time_scheme="euler"):
         lm = lmesh
         n, ni = lm.n_cells, lm.n_internal
         self.lm, self.fc, self.ex, self.red, self.ws, self.timers = (
@@ -197,7 +198,11 @@ class Energy:
         self.tkind, self.tvalue = temperature_boundary(lm, boundary, self.alpha)
         self.minv = reconstruction_tensors(lm, bc.p_kind == EMPTY, comps)
         self.T = np.full(n, float(physics.T_init))
-        self.T_old = np.zeros(n)
+        self.T_old = np.zeros(n)  # T^n during a step
+        self.bdf2 = time_scheme == "backward" and not steady
+        self.T_old2 = np.zeros(n) if self.bdf2 else None  # T^(n-1)
+        self.T_time = np.zeros(n) if self.bdf2 else self.T_old
+        self._started = False
         self.tb = np.zeros(len(self.tkind))
         self.M = DistMatrix(pattern, exchanger, timers)
         self.diag, self.lower, self.upper, self.rhs = (
@@ -209,8 +214,12 @@ class Energy:
         self.ni = ni
 
     def state(self) -> dict:
-        """Cell fields a restart needs: name -> (array, "cell")."""
-        return {"T": (self.T, "cell")}
+        """Cell fields a restart needs: name -> (array, "cell") (BDF2: also ``T^(n-1)``,
+        kept in ``T_old`` between steps)."""
+        out = {"T": (self.T, "cell")}
+        if self.bdf2:
+            out["T_old"] = (self.T_old, "cell")
+        return out
 
     def _boundary_values(self) -> None:
         lm = self.lm
@@ -222,12 +231,11 @@ class Energy:
         the conservative flux ``phi``; ghost values of ``T`` are those of the last exchange
         of ``H/A``.  Returns the solve's info."""
         lm, fc, T = self.lm, self.fc, self.timers
-        self.T_old[:] = self.T
-        ddt = np.inf if self.steady else dt
+        ddt = self._time_levels(dt)
         with T("assemble"):
             energy_system(lm.owner, lm.neighbour, fc.weight, phi, fc.gdiff, self.magsf,
                           self.alpha, self.vol, ddt, self.tkind, self.tvalue, self.T,
-                          self.T_old, self.linear, self.diag, self.lower, self.upper,
+                          self.T_time, self.linear, self.diag, self.lower, self.upper,
                           self.rhs)
             if self.relaxation != 1.0:
                 relax_energy(self.diag, self.T, self.relaxation, lm.n_owned, self.rhs)
@@ -238,6 +246,24 @@ class Energy:
                             self.ws, None, cfg.rel_tol)
         self._boundary_values()  # from owned cells only
         return info
+
+    def _time_levels(self, dt: float) -> float:
+        """Keep the old levels; the time term's ``ddt`` (BDF2 as :class:`.time.BDF2`: Euler
+        on the first step, then ``2 dt / 3`` with ``(4 T^n - T^(n-1)) / 3``)."""
+        if self.steady:
+            return np.inf
+        if not self.bdf2:
+            self.T_old[:] = self.T
+            return dt
+        self.T_old2[:] = self.T_old
+        self.T_old[:] = self.T
+        if not self._started:
+            self._started = True
+            self.T_time[:] = self.T
+            return dt
+        bdf2_history(self.T.reshape(1, -1), self.T_old2.reshape(1, -1),
+                     self.T_time.reshape(1, -1))
+        return 2.0 * dt / 3.0
 
     def add_buoyancy_flux(self, phiH, g) -> None:
         lm = self.lm

@@ -113,8 +113,8 @@ class PisoSolver:
         pe.grad_current = True
 
     def _energy_options(self, s) -> dict:
-        """Transient: the time term, no relaxation."""
-        return {}
+        """Transient: the momentum equation's time scheme, no relaxation."""
+        return {"time_scheme": s.time_scheme}
 
     def _time_scheme(self, s):
         return TIME_SCHEMES[s.time_scheme](float(s.dt), self.U)
