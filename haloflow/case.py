@@ -285,7 +285,7 @@ def _schema() -> dict[str, Any]:
             "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green only: peak speed at t = 0
         },
         "physics": {
-            "model": _Key(_choice("incompressible"), "incompressible"),
+            "model": _Key(_choice("incompressible", "boussinesq"), "incompressible"),
             "nu": _Key(_POSITIVE),
         },
         "boundary": None,  # one table per mesh patch: see _boundary
@@ -307,6 +307,7 @@ def _schema() -> dict[str, Any]:
             "relaxation": {  # SIMPLE
                 "U": _Key(_FRACTION, 0.7),
                 "p": _Key(_FRACTION, 0.3),
+                "T": _Key(_FRACTION, 1.0),  # physics.model = "boussinesq"
             },
             "pressure": {
                 "method": _Key(_choice(*PRESSURE_METHODS), "amg-cg"),
@@ -408,6 +409,7 @@ def _patch_schema() -> tuple[_Key, dict[str, _Kind]]:
 
     return _Key(_choice(*PATCH_TYPES)), {
         "U": _XYZ, "p": _REAL, "profile": _choice(*PROFILES),
+        "T": _REAL, "T_gradient": _REAL, "heat_flux": _REAL,
         "table": _text("a path to a CSV profile table (header e.g. 'y,Ux,Uy,Uz')")}
 
 
@@ -614,8 +616,11 @@ def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict
     for section in _SECTIONS:
         if section == "mesh":
             out[section] = _mesh(raw.get(section, {}), base_of(("mesh", "file")))
+        elif section == "physics":
+            out[section] = _physics(raw.get(section, {}))
         elif section == "boundary":
-            out[section] = _boundary(raw.get(section, {}), out["mesh"], base_of)
+            out[section] = _boundary(raw.get(section, {}), out["mesh"], base_of,
+                                     out["physics"].model)
         elif section == "solver":
             out[section] = _solver(raw.get(section, {}))
         else:
@@ -731,6 +736,50 @@ def _mesh(raw, base: Path) -> SimpleNamespace:
     return out
 
 
+# physics.model = "boussinesq": temperature and buoyancy (haloflow.physics.energy)
+_THERMAL = {
+    "nu": _Key(_POSITIVE, None),  # or Ra: one of the two
+    "Ra": _Key(_POSITIVE, None),  # g beta delta_T length^3 / (nu alpha), alpha = nu / Pr
+    "Pr": _Key(_POSITIVE, 0.71),
+    "beta": _Key(_POSITIVE, 1.0),  # thermal expansion coefficient
+    "T_ref": _Key(_REAL, 0.0),  # where rhok = 1 - beta (T - T_ref) is 1
+    "T_init": _Key(_REAL, None),  # temperature at t = 0 (default T_ref)
+    "g": _Key(_XYZ, (0.0, -1.0, 0.0)),
+    "length": _Key(_POSITIVE, 1.0),  # Ra's length and temperature difference
+    "delta_T": _Key(_POSITIVE, 1.0),
+}
+
+
+def _physics(raw) -> SimpleNamespace:
+    """The [physics] table; a Boussinesq case takes the thermal keys and either ``nu`` or
+    ``Ra`` (then ``nu = sqrt(|g| beta delta_T length^3 Pr / Ra)``)."""
+    path = ("physics",)
+    _is_table(raw, path)
+    plain = _schema()["physics"]
+    model = _value(raw, "model", plain["model"], path)
+    if model != "boussinesq":
+        for k in raw:
+            if k in _THERMAL and k not in plain:
+                raise KeyProblem(path + (k,), f"physics.{k}: a thermal key, not used by "
+                                 f'physics.model = {_fmt(model)} (use model = "boussinesq")',
+                                 also=[path + ("model",)])
+        return _table(raw, plain, path)
+    out = _table(raw, {"model": plain["model"], **_THERMAL}, path)
+    g = math.sqrt(sum(x * x for x in out.g))
+    if out.Ra is not None:
+        nu = math.sqrt(g * out.beta * out.delta_T * out.length**3 * out.Pr / out.Ra)
+        if out.nu is not None and not math.isclose(out.nu, nu, rel_tol=1e-12):
+            raise KeyProblem(path + ("nu",), f"physics.nu: give nu or Ra, not both (Ra = "
+                             f"{out.Ra:g} makes nu = {nu!r})", also=[path + ("Ra",)])
+        out.nu = nu
+    elif out.nu is None:
+        raise KeyProblem(path + ("nu",), "physics.nu: required key missing (expected "
+                         f"{_POSITIVE.what}, or physics.Ra)")
+    if out.T_init is None:
+        out.T_init = out.T_ref
+    return out
+
+
 def _solver(raw) -> SimpleNamespace:
     """The [solver] table: SIMPLE is steady, so ``dt`` and ``end_time`` are optional there
     (and unused)."""
@@ -783,8 +832,8 @@ def _mesh_patches(mesh: SimpleNamespace) -> tuple[str, ...]:
         raise KeyProblem(("mesh", "file"), f"mesh.file: {e}") from None
 
 
-def _boundary(raw, mesh: SimpleNamespace, base_of=lambda keys: Path(".")
-              ) -> dict[str, SimpleNamespace]:
+def _boundary(raw, mesh: SimpleNamespace, base_of=lambda keys: Path("."),
+              model: str = "incompressible") -> dict[str, SimpleNamespace]:
     path = ("boundary",)
     _is_table(raw, path)
     patches = _patches(mesh)
@@ -806,7 +855,33 @@ def _boundary(raw, mesh: SimpleNamespace, base_of=lambda keys: Path(".")
             raise KeyProblem(path + (name,), f"{at}: patch {_q(name)} of the mesh has no "
                                              f"boundary conditions (add [{at}] with type = ...)")
         out[name] = _patch(raw[name], path + (name,), base_of(path + (name, "table")))
+        _temperature(raw[name], out[name], path + (name,), model)
     return out
+
+
+def _temperature(raw: dict, out: SimpleNamespace, path: tuple[str, ...], model: str) -> None:
+    """A patch's temperature condition: one of T, T_gradient, heat_flux; walls and inlets
+    of a Boussinesq case need one, an incompressible case takes none."""
+    from .physics.patches import NEEDS_TEMPERATURE, TEMPERATURE_KEYS
+
+    given = [k for k in TEMPERATURE_KEYS if getattr(out, k) is not None]
+    at = _dotted(path)
+    if model != "boussinesq":
+        if given:
+            raise KeyProblem(path + (given[0],), f"{at}.{given[0]}: a thermal key, not used by "
+                             f'physics.model = {_fmt(model)} (use model = "boussinesq")',
+                             also=[("physics", "model")])
+        return
+    if len(given) > 1:
+        raise KeyProblem(path + (given[1],), f"{at}: give one temperature condition, not "
+                         f"{' and '.join(given)}", also=[path + (given[0],)])
+    if not given and out.type in NEEDS_TEMPERATURE:
+        raise KeyProblem(path, f"{at}: a {out.type} patch needs a temperature condition "
+                         "(T = value, T_gradient = dT/dn or heat_flux = alpha dT/dn; "
+                         "T_gradient = 0 is adiabatic)")
+    if given and out.type == "empty":
+        raise KeyProblem(path + (given[0],), f"{at}.{given[0]}: an empty patch takes no "
+                         "temperature condition")
 
 
 def _patch(raw, path: tuple[str, ...], base: Path = Path(".")) -> SimpleNamespace:
@@ -824,6 +899,7 @@ def _patch(raw, path: tuple[str, ...], base: Path = Path(".")) -> SimpleNamespac
     elif "table" in raw and kind == "inlet":
         raise KeyProblem(path + ("table",), f"{_dotted(path + ('table',))}: needs profile = "
                          '"table"', also=[path + ("profile",)])
+    takes = {**takes, "T": None, "T_gradient": None, "heat_flux": None}  # see _temperature
     out = {"type": kind}
     for k, value_kind in values.items():
         where = path + (k,)

@@ -1,4 +1,5 @@
-"""Published reference data for validation: Ghia, Ghia & Shin (1982) lid-driven cavity.
+"""Published reference data for validation: Ghia, Ghia & Shin (1982) lid-driven cavity;
+de Vahl Davis (1983) and Le Quere (1991) heated cavity (see data/devahldavis.csv).
 
 Ghia, U., Ghia, K. N. & Shin, C. T., J. Comput. Phys. 48 (1982) 387-411, Tables I and II:
 u along the vertical centreline x = 0.5 and v along the horizontal centreline y = 0.5 of a
@@ -70,3 +71,16 @@ def ghia_deviation(y, u_sim_at_y, x, v_sim_at_x, re):
     du = _max_dev(_interior(tu, "u", known), y, u_sim_at_y)
     dv = _max_dev(_interior(tv, "v", known), x, v_sim_at_x)
     return {"max_du": du, "max_dv": dv, "max_dev": max(du, dv)}
+
+
+def de_vahl_davis(ra, source="dvd"):
+    """Benchmark values of the heated cavity at Rayleigh number ``ra`` (dict, None where the
+    table has no row): ``source`` "dvd" is de Vahl Davis (1983), "lq" Le Quere (1991)."""
+    import csv
+
+    with open(DATA / "devahldavis.csv", encoding="utf-8") as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        for row in rows:
+            if row["source"] == source and abs(float(row["Ra"]) - ra) <= 1e-6 * ra:
+                return {k: float(v) for k, v in row.items() if k not in ("source", "Ra")}
+    return None

@@ -20,11 +20,14 @@ class StepInfo:
     p_solves: list  # SolveInfo per corrector
     continuity: float  # dt * volume-weighted mean |div phi| after the last corrector
     change: float  # ||U - U_old|| / (dt ||U||): relative change per unit time (or iteration)
+    t_solve: object = None  # SolveInfo of the temperature (physics.model = "boussinesq")
 
     @property
     def residual(self) -> float:
-        """The largest initial residual of the step's momentum and first pressure solve."""
-        return max([i.res0 for i in self.u_solves] + [self.p_solves[0].res0])
+        """The largest initial residual of the step's momentum, temperature and first
+        pressure solve."""
+        t = [] if self.t_solve is None else [self.t_solve.res0]
+        return max([i.res0 for i in self.u_solves] + [self.p_solves[0].res0] + t)
 
 
 @nb.njit(cache=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 FIXED, ZERO_GRADIENT, EMPTY, SYMMETRY = 0, 1, 2, 3
+FIXED_GRADIENT = 4  # temperature only: a given normal gradient (heat flux)
 
 
 class PatchType(NamedTuple):
@@ -34,3 +35,9 @@ PATCH_TYPES = {
     "empty": PatchType(EMPTY, EMPTY),
 }
 INLET_PROFILES = ("uniform", "parabolic", "table")
+
+# Temperature (physics.model = "boussinesq"): a patch key for a fixed value, a fixed normal
+# gradient or a heat flux; walls and inlets need one, outlets and symmetry planes are zero
+# gradient unless given one, empty patches take none.
+TEMPERATURE_KEYS = ("T", "T_gradient", "heat_flux")
+NEEDS_TEMPERATURE = ("wall", "inlet")

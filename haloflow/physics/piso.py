@@ -21,7 +21,7 @@ from .initial import initial_fields
 from .momentum import Momentum
 from .monitor import StepInfo, StepMonitor
 from .patches import EMPTY
-from .pressure import Pressure, predicted_fluxes
+from .pressure import Pressure, correct_fluxes, correct_velocity, predicted_fluxes, relax_pressure
 from .schemes import Gradient
 from .scratch import Scratch
 from .time import TIME_SCHEMES
@@ -84,7 +84,37 @@ class PisoSolver:
                                  ws, scratch, timers, nonorth=self.nonorth,
                                  n_nonorth=int(s.n_nonorth_correctors), singular=singular,
                                  settings=s.pressure, halo=halo)
+        self.energy = None  # temperature and buoyancy (physics.model = "boussinesq")
+        if physics.model == "boussinesq":
+            from .energy import Energy
+
+            self.energy = Energy(lm, self.fc, self.bc, self.comps, pattern, exchanger, red, ws,
+                                 scratch, timers, physics=physics, boundary=boundary,
+                                 convection=s.convection, settings=s.momentum,
+                                 **self._energy_options(s))
+            # T's ghosts ride on the first correction's exchange of H/A
+            self._h_fields_T = self._h_fields + (self.energy.T,)
         self._initialise(initial, mesh, physics.nu)
+        if self.energy is not None and initial.type == "rest":
+            self._hydrostatic()
+
+    def _hydrostatic(self) -> None:
+        """A fluid at rest starts in hydrostatic balance: ``p_rgh`` from the pressure equation
+        with buoyancy fluxes alone (as OpenFOAM's hydrostatic initialisation), so a stable
+        stratification has nothing to adjust."""
+        lm, pe = self.lm, self.pressure
+        self.rAU[:] = lm.geometry.cell_volumes  # any positive weights: the balance is per face
+        pe.predict_fluxes(self.HbyA, self.rAU, self._h_fields_T)
+        pe.phiH[:] = 0.0  # no inflow: the weight of the fluid alone (the fluxes stay zero)
+        self.energy.add_buoyancy_flux(pe.phiH, pe.g)
+        pe.solve(self.rAU, True)
+        self.ex.exchange(pe.p_field)
+        self.energy.pressure_force(self.p, self.grad)
+        pe.grad_current = True
+
+    def _energy_options(self, s) -> dict:
+        """Transient: the momentum equation's time scheme, no relaxation."""
+        return {"time_scheme": s.time_scheme}
 
     def _time_scheme(self, s):
         return TIME_SCHEMES[s.time_scheme](float(s.dt), self.U)
@@ -168,11 +198,12 @@ class PisoSolver:
         self._assemble_momentum()
         self._rau_sent = False
         u_solves = self.momentum.predict(self.grad)
+        t_solve = None if self.energy is None else self.energy.solve(self.phi, self.dt)
         p_solves = [self._correct(k == self.n_corr - 1) for k in range(self.n_corr)]
         self.closure.solve(self)
         self.time += self.dt
         continuity, change = self.monitor(self.phi, self.U, self.ts.U_old, self.dt, self.time)
-        return StepInfo(u_solves, p_solves, continuity, change)
+        return StepInfo(u_solves, p_solves, continuity, change, t_solve)
 
     def _assemble_momentum(self) -> None:
         """Momentum matrix and right-hand side (without the pressure gradient) from the
@@ -183,6 +214,9 @@ class PisoSolver:
             self._relax_momentum()
             self.momentum.fill()
         if not self.pressure.grad_current:  # else the last correction left it current
+            if self.energy is not None:
+                self.energy.pressure_force(self.p, self.grad)
+                return
             with T("fluxes"):
                 self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
 
@@ -195,9 +229,14 @@ class PisoSolver:
         solved to the final tolerance."""
         with self.timers("assemble"):
             self._hbya()
-        h = self._h_fields[:-1] if self._rau_sent else self._h_fields
+        if self._rau_sent:
+            h = self._h_fields[:-1]
+        else:
+            h = self._h_fields if self.energy is None else self._h_fields_T
         self._rau_sent = True
         self.pressure.predict_fluxes(self.HbyA, self.rAU, h, self._system_with_fluxes())
+        if self.energy is not None:
+            self.energy.add_buoyancy_flux(self.pressure.phiH, self.pressure.g)
         self._flux_memory()
         info = self.pressure.solve(self.rAU, last)
         self._update()
@@ -209,10 +248,32 @@ class PisoSolver:
     def _system_with_fluxes(self) -> bool:
         """Whether the pressure equation can be assembled with the predicted fluxes: unless
         the non-orthogonal part or :meth:`_flux_memory` changes them before the solve."""
-        return not self.nonorth
+        return not self.nonorth and self.energy is None
 
     def _flux_memory(self) -> None:
         """A correction of the predicted fluxes from the previous ones: none in PISO."""
 
     def _update(self) -> None:
-        self.pressure.correct(self.U, self.HbyA, self.rAU, self.momentum.u_fields)
+        if self.energy is None:
+            self.pressure.correct(self.U, self.HbyA, self.rAU, self.momentum.u_fields)
+            return
+        self._update_buoyant(1.0)
+
+    def _update_buoyant(self, alpha_p: float) -> None:
+        """Fluxes from the solved ``p_rgh``, velocity from the (relaxed) one with the force
+        reconstructed from the faces: the exchanges of :meth:`Pressure.correct`."""
+        lm, bc, pe, T = self.lm, self.bc, self.pressure, self.timers
+        with T("halo"):
+            self.ex.exchange(pe.p_field)
+        with T("fluxes"):
+            correct_fluxes(lm.owner, lm.neighbour, pe.phiH, pe.g, self.p, bc.p_kind,
+                           bc.p_value, self.phi, 0, lm.n_internal, True)
+            if alpha_p != 1.0:
+                relax_pressure(self.p, self.p_prev, alpha_p)
+        self.energy.pressure_force(self.p, self.grad)
+        with T("fluxes"):
+            correct_velocity(self.U, self.HbyA, self.rAU, self.grad, self.comps,
+                             lm.n_owned, pe.work)
+        pe.grad_current = True
+        with T("halo"):
+            self.ex.exchange(self.momentum.u_fields)

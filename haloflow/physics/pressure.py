@@ -205,6 +205,13 @@ def correct_gauss(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, pvalue, 
             U[d, c] = HbyA[d, c] - rAU[c] * grad[d, c]
 
 
+@nb.njit(cache=True)
+def relax_pressure(p, p_prev, alpha):
+    """``p = p_prev + alpha (p - p_prev)`` on every cell: ghosts too, since both are current."""
+    for c in range(len(p)):
+        p[c] = p_prev[c] + alpha * (p[c] - p_prev[c])
+
+
 def correct_velocity(U, HbyA, rAU, grad, comps, n, work) -> None:
     """``U = H/A - (V/A) grad p`` on the ``n`` owned cells (``work``: scratch)."""
     for d in comps:

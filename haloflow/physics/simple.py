@@ -19,7 +19,7 @@ from ..parallel.timers import NULL_TIMERS
 from .monitor import StepInfo
 from .patches import ZERO_GRADIENT
 from .piso import PisoSolver
-from .pressure import correct_fluxes, correct_velocity
+from .pressure import correct_fluxes, correct_velocity, relax_pressure
 from .time import Steady
 
 
@@ -58,13 +58,6 @@ def relaxation_flux_memory(owner, neighbour, weight, sf, U, phi, ukind, beta, ph
             for d in range(3):
                 s += U[d, o] * sf[f, d]
             phiH[f] += beta * (phi[f] - s)
-
-
-@nb.njit(cache=True)
-def relax_pressure(p, p_prev, alpha):
-    """``p = p_prev + alpha (p - p_prev)`` on every cell: ghosts too, since both are current."""
-    for c in range(len(p)):
-        p[c] = p_prev[c] + alpha * (p[c] - p_prev[c])
 
 
 class SimpleSolver(PisoSolver):
@@ -133,8 +126,14 @@ class SimpleSolver(PisoSolver):
                                    lm.geometry.face_areas, self.ts.U_old, self.phi,
                                    self.bc.u_kind, 1.0 - self.alpha_u, self.pressure.phiH)
 
+    def _energy_options(self, s) -> dict:
+        return {"relaxation": float(s.relaxation.T), "steady": True}
+
     def _update(self) -> None:
         """Fluxes from the solved pressure, velocity from the relaxed one."""
+        if self.energy is not None:
+            self._update_buoyant(self.alpha_p)
+            return
         lm, bc, pe, T = self.lm, self.bc, self.pressure, self.timers
         with T("halo"):
             self.ex.exchange(pe.p_field)

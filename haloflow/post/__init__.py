@@ -19,6 +19,7 @@ POSTPROCESSORS = {
     "backward_step": ".step:BackwardStep",
     "taylor_green": ".taylor_green:TaylorGreen",
     "cylinder": ".cylinder:Cylinder",
+    "heated_cavity": ".heated_cavity:HeatedCavity",
 }
 
 # the [postprocess] settings of each post-processor besides its switch:

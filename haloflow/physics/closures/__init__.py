@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 
 CLOSURES = {"laminar": ".laminar:Laminar"}
-MODEL_CLOSURE = {"incompressible": "laminar"}  # physics.model -> closure
+MODEL_CLOSURE = {"incompressible": "laminar", "boussinesq": "laminar"}  # physics.model -> closure
 
 
 def make_closure(lmesh, physics):
