@@ -213,13 +213,20 @@ class Energy:
         self._boundary_values()
         self.ni = ni
 
-    def state(self) -> dict:
-        """Cell fields a restart needs: name -> (array, "cell") (BDF2: also ``T^(n-1)``,
-        kept in ``T_old`` between steps)."""
-        out = {"T": (self.T, "cell")}
+    def state(self) -> tuple[dict, dict]:
+        """What a restart needs (see ``PisoSolver.checkpoint_state``): ``T`` and, under
+        BDF2, ``T^(n-1)`` (kept in ``T_old`` between steps) and whether there is one yet."""
+        arrays = {"T": (self.T, "cell")}
         if self.bdf2:
-            out["T_old"] = (self.T_old, "cell")
-        return out
+            arrays["T_old"] = (self.T_old, "cell")
+        return arrays, {"T_bdf2_started": self._started}
+
+    def restore(self, values: dict, extra: dict) -> None:
+        self.T[:] = values["T"].reshape(-1)
+        if self.bdf2:
+            self.T_old[:] = values["T_old"].reshape(-1)
+            self._started = bool(extra["T_bdf2_started"])
+        self._boundary_values()
 
     def _boundary_values(self) -> None:
         lm = self.lm

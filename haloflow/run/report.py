@@ -72,11 +72,15 @@ def log_setup(run, outdir: Path, log) -> None:
 
 
 def cell_data(run) -> dict:
-    """The cell arrays a field file holds: U, p, the owning rank and the global cell id."""
+    """The cell arrays a field file holds: U, p (T with heat transfer), the owning rank and
+    the global cell id."""
     lmesh, solver = run.lmesh, run.solver
     n = lmesh.n_owned
-    return {"U": solver.U[:, :n].T, "p": solver.p, "rank": np.full(n, float(run.red.rank)),
+    data = {"U": solver.U[:, :n].T, "p": solver.p, "rank": np.full(n, float(run.red.rank)),
             "cell_id": lmesh.global_cells[:n].astype(float)}
+    if getattr(solver, "energy", None) is not None:
+        data["T"] = solver.energy.T
+    return data
 
 
 def write_results(run, outdir: Path) -> dict:

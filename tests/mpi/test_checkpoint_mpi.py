@@ -22,12 +22,16 @@ CASES = {
     "taylor_green": ["--set", "mesh.cells=[16,16,1]", "--set", "solver.dt=0.05",
                      "--set", "parallel.decomposition=rcb", "--set", "solver.pressure.tol=1e-12",
                      "--set", "solver.momentum.tol=1e-12"],
+    "heated_cavity": ["--set", "mesh.cells=[16,16,1]", "--set", "physics.Ra=1e4",
+                      "--set", "solver.pressure.tol=1e-12", "--set", "solver.momentum.tol=1e-12",
+                      "--set", "solver.pressure.rel_tol=0", "--set", "solver.momentum.rel_tol=0"],
 }
 COMMON = ["--quiet", "--set", "output.plots=false", "--set", "output.fields=false"]
 # (checkpoint ranks, restart ranks, halo strategy of the restart)
 PAIRS = {"cavity": [(1, 1, "aggregated"), (2, 2, "aggregated"), (1, 3, "perfield"),
                     (3, 2, "neighbor")],
-         "taylor_green": [(2, 2, "overlap"), (4, 1, "aggregated"), (2, 4, "packed")]}
+         "taylor_green": [(2, 2, "overlap"), (4, 1, "aggregated"), (2, 4, "packed")],
+         "heated_cavity": [(2, 2, "aggregated"), (1, 3, "overlap")]}
 
 
 def _ok(res):
@@ -58,11 +62,14 @@ def test_restart_on_any_rank_count(haloflow_mpi, tmp_path, case):
                          "--steps", "8", "--halo", halo, "--quiet", timeout=180))
         s = json.loads((d / "summary.json").read_text())
         assert (s["status"], s["start_step"], s["steps"], s["ranks"]) == ("completed", 4, 8, m)
+        assert s["case"] == case
         ck, got = _final(d)
         _, want = _final(ref[m])
         assert ck.step == 8 and set(got) == set(want)
         if case == "taylor_green":
             assert "U_old" in got  # BDF2's U^(n-1)
+        if case == "heated_cavity":
+            assert "T" in got and np.ptp(got["T"]) > 0.9
         for name in want:
             if n == m:
                 assert np.array_equal(got[name], want[name]), (name, n, m)
