@@ -519,19 +519,31 @@ def _matvec_many(A, X, Y, comps, act, fields) -> None:
 
 
 def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
-                  rel_tol: float = 0.0, ghosts_current: bool = False) -> list[SolveInfo]:
+                  rel_tol: float = 0.0, ghosts_current: bool = False,
+                  exchange_after: bool = False) -> list[SolveInfo]:
     """Solve ``A X[d] = mws.rhs[d]`` in place for each ``d`` in ``comps`` (an int64 array) by
     Jacobi-preconditioned BiCGStab, all components in lockstep: per iteration two exchanges
     and three allreduces in all, not per component.  Returns one :class:`SolveInfo` per
     component, each what :func:`bicgstab` would return for that component alone.
-    ``ghosts_current``: the ghost values of ``X`` are up to date (no exchange first)."""
+    ``ghosts_current``: the ghost values of ``X`` are up to date (no exchange first);
+    ``exchange_after``: exchange the solution's ghosts at the end (inside the compiled call
+    where it runs, which saves a Python exchange per solve)."""
     key = (id(A.ex), len(comps))
     if mws.plan_key != key:
         mws.plan, mws.plan_key = lockstep_plan(A, len(comps), red), key
     plan = mws.plan
     if plan is not None:
         return _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current,
-                              plan)
+                              plan, exchange_after)
+    infos = _python_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current)
+    if exchange_after:
+        with A.timers("halo_solve"):
+            A.ex.exchange(tuple(X[d] for d in comps))
+    return infos
+
+
+def _python_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
+    """:func:`bicgstab_many` phase by phase from Python (threads, or no compiled MPI)."""
     n = A.pattern.n_rows
     p_ = A.pattern
     B, R, R0, P, V, PH, SH = mws.w
@@ -871,19 +883,31 @@ def _many_update(comps, act, sc, out, rb):
 
 @nb.njit(cache=True)
 def _bicgstab_many_c(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
-                     act, sc, out, count, ctl, hnd, hb, cells, plan, rb, exchange_x):
+                     act, sc, out, count, ctl, hnd, hb, cells, plan, rb, exchange_x,
+                     exchange_after):
     """:func:`bicgstab_many` as one compiled call: the same operations in the same order
     (so the same iterates to the bit), its exchanges and fused sums made from here
     (``ctl[C_PAR]``) or only counted (one rank without neighbours).  ``sc[0..8, d]``:
     alpha, beta, omega, rho, rho_new, tolerance, ||b||, residual, initial residual;
     ``out[d]``: iterations, ``out[3 + d]``: converged; ``count``: allreduces, exchanges and
-    exchanged fields."""
+    exchanged fields.  ``exchange_after``: the solution's ghosts exchanged at the end."""
+    m = len(comps)
+    if exchange_x:
+        _many_exchange(ctl, hb, cells, plan, X, comps, count, m)
+    _many_iterate(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
+                  act, sc, out, count, ctl, hnd, hb, cells, plan, rb)
+    if exchange_after:
+        _many_exchange(ctl, hb, cells, plan, X, comps, count, m)
+
+
+@nb.njit(cache=True)
+def _many_iterate(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
+                  act, sc, out, count, ctl, hnd, hb, cells, plan, rb):
+    """The iterations of :func:`_bicgstab_many_c` (ghosts of ``X`` current)."""
     n = len(diag)
     m = len(comps)
     R, R0, P, V, PH, SH = W[1], W[2], W[3], W[4], W[5], W[6]
     T = W[0]  # the right-hand side is not read after the residual
-    if exchange_x:
-        _many_exchange(ctl, hb, cells, plan, X, comps, count, m)
     _many_start(indptr, indices, data, diag, invd, X, W, comps, rb)
     _many_reduce(ctl, hnd, rb, 2 * m, count)
     _many_tolerances(comps, tol, rel_tol, act, sc, out, rb)
@@ -985,7 +1009,8 @@ def lockstep_plan(A, m: int, red: Reducer) -> LockstepPlan | None:
     return LockstepPlan(A, m, red.comm, addr) if ok else None
 
 
-def _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current, plan):
+def _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current, plan,
+                   exchange_after):
     """:func:`bicgstab_many` as one compiled call, then the Python path's counters: at 512
     cells the Python loop cost more than its arithmetic, and on parallel runs each of its
     phases paid Python-side MPI calls."""
@@ -994,7 +1019,8 @@ def _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current
     c[:] = 0
     _bicgstab_many_c(p.indptr, p.indices, A.data, A.diag, mws.invd, X, mws.w, comps,
                      tol, rel_tol, max_iter, mws.act, mws.sc, mws.out, c, plan.ctl, plan.hnd,
-                     plan.hb, plan.cells, plan.plan, plan.rb, not ghosts_current)
+                     plan.hb, plan.cells, plan.plan, plan.rb, not ghosts_current,
+                     exchange_after)
     st = red.stats
     st.calls += int(c[0])
     st = A.ex.stats
