@@ -236,12 +236,11 @@ class Momentum:
             with T("solve_U"):
                 momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned,
                              self.mws.rhs)
+                # the velocity's ghosts exchanged at the end, inside the solve's call
                 u_solves = bicgstab_many(self.M, self.U, self.comps, cfg.tol, cfg.max_iter,
                                          self.red, self.mws, cfg.rel_tol,
-                                         self._ghosts_current)
+                                         self._ghosts_current, exchange_after=True)
                 self._ghosts_current = True
-            with T("halo"):
-                self.ex.exchange(self.u_fields)
             return u_solves
         u_solves = []
         with T("solve_U"):

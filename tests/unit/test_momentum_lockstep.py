@@ -1,5 +1,7 @@
 """The velocity components solved in lockstep give each component's own BiCGStab solve to the
-bit, on the compiled one-rank path and on the Python path parallel runs take."""
+bit: compiled on one rank (sums only counted), compiled as a parallel run makes it (its
+allreduces called from numba, on COMM_SELF), and on the Python path (the fallback where
+compiled MPI is not available)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 from mpi4py import MPI
 
 from haloflow.case import load_case
+from haloflow.linalg import krylov
 from haloflow.linalg.krylov import bicgstab, bicgstab_many
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
@@ -42,15 +45,19 @@ def _one_by_one(s, rhs, U0):
     return U, infos
 
 
-@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("compiled", ["serial", "parallel", "python"])
 @pytest.mark.parametrize("zero_rhs", [None, 1])
 def test_lockstep_equals_each_component_alone(cavity, monkeypatch, compiled, zero_rhs):
     """Same iterates, residuals, iteration counts and allreduce count as three separate
     solves; a component that starts converged (zero right-hand side) is left alone."""
     s = cavity
     mo, cfg = s.momentum, s.momentum.cfg
-    if not compiled:  # the path a parallel run takes (its allreduces on COMM_SELF)
+    if compiled != "serial":  # the paths a parallel run takes (allreduces on COMM_SELF)
         monkeypatch.setattr(s.red, "parallel", True)
+    if compiled == "python":
+        monkeypatch.setattr(krylov, "lockstep_plan", lambda *a: None)
+    mo.mws.plan_key = None
+    compiled_before = s.red.stats.compiled
     rhs = np.zeros_like(s.U)
     n = s.lm.n_owned
     rhs[:, :n] = mo.b0[:, :n] - mo.vol[:n] * s.grad[:, :n]
@@ -69,6 +76,9 @@ def test_lockstep_equals_each_component_alone(cavity, monkeypatch, compiled, zer
     infos = bicgstab_many(mo.M, U, mo.comps, cfg.tol, cfg.max_iter, s.red, mo.mws,
                           cfg.rel_tol)
     calls = s.red.n_calls - before
+    made = s.red.stats.compiled - compiled_before
+    assert made == (calls if compiled == "parallel" else 0)
+    assert (mo.mws.plan is None) == (compiled == "python")
     assert np.array_equal(U[:, :n], U_ref[:, :n])
     for a, b in zip(infos, ref, strict=True):
         assert (a.iters, a.res0, a.res, a.converged) == (b.iters, b.res0, b.res, b.converged)
