@@ -183,9 +183,11 @@ def test_box_larger_than_the_memory_left(tmp_path):
 
 
 def test_netpipe_peer_choosing_max_for_the_listener():
-    cfg = {"hello": "haloflow-netpipe-tcp", "version": 1, "mode": "pingpong", "sizes": [1],
-           "max": 2**40, "trial_time": 0.1, "trials": 1, "integrity": False,
-           "nocache": False, "pool": None}
+    from haloflow.bench.netpipe.tcp import VERSION
+
+    cfg = {"hello": "haloflow-netpipe-tcp", "version": VERSION, "mode": "pingpong",
+           "sizes": [1], "max": 2**40, "trial_time": 0.1, "trials": 1, "integrity": False,
+           "nocache": False, "pool": None, "cpu": False}
     data = json.dumps(cfg).encode()
     rc, err = _talk_to_listener(struct.pack("!I", len(data)) + data)
     assert rc == 1 and err.count("\n") == 1, err
