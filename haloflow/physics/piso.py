@@ -257,11 +257,12 @@ class PisoSolver:
         if self.energy is None:
             self.pressure.correct(self.U, self.HbyA, self.rAU, self.momentum.u_fields)
             return
-        self._update_buoyant(1.0)
+        self._update_from_pressure(1.0)
 
-    def _update_buoyant(self, alpha_p: float) -> None:
-        """Fluxes from the solved ``p_rgh``, velocity from the (relaxed) one with the force
-        reconstructed from the faces: the exchanges of :meth:`Pressure.correct`."""
+    def _update_from_pressure(self, alpha_p: float) -> None:
+        """Fluxes from the solved pressure, velocity from the (``alpha_p``-relaxed) one and
+        its gradient, or with buoyancy the force reconstructed from the faces: SIMPLE's
+        update, and PISO's with heat transfer (the exchanges of :meth:`Pressure.correct`)."""
         lm, bc, pe, T = self.lm, self.bc, self.pressure, self.timers
         with T("halo"):
             self.ex.exchange(pe.p_field)
@@ -270,10 +271,14 @@ class PisoSolver:
                            bc.p_value, self.phi, 0, lm.n_internal, True)
             if alpha_p != 1.0:
                 relax_pressure(self.p, self.p_prev, alpha_p)
-        self.energy.pressure_force(self.p, self.grad)
+        if self.energy is not None:
+            self.energy.pressure_force(self.p, self.grad)
+        else:
+            with T("fluxes"):
+                self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
         with T("fluxes"):
             correct_velocity(self.U, self.HbyA, self.rAU, self.grad, self.comps,
                              lm.n_owned, pe.work)
-        pe.grad_current = True
+        pe.grad_current = True  # of the relaxed pressure, as the next assembly needs
         with T("halo"):
             self.ex.exchange(self.momentum.u_fields)

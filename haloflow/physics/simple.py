@@ -19,7 +19,6 @@ from ..parallel.timers import NULL_TIMERS
 from .monitor import StepInfo
 from .patches import ZERO_GRADIENT
 from .piso import PisoSolver
-from .pressure import correct_fluxes, correct_velocity, relax_pressure
 from .time import Steady
 
 
@@ -131,20 +130,4 @@ class SimpleSolver(PisoSolver):
 
     def _update(self) -> None:
         """Fluxes from the solved pressure, velocity from the relaxed one."""
-        if self.energy is not None:
-            self._update_buoyant(self.alpha_p)
-            return
-        lm, bc, pe, T = self.lm, self.bc, self.pressure, self.timers
-        with T("halo"):
-            self.ex.exchange(pe.p_field)
-        with T("fluxes"):
-            correct_fluxes(lm.owner, lm.neighbour, pe.phiH, pe.g, self.p, bc.p_kind,
-                           bc.p_value, self.phi, 0, lm.n_internal, True)
-            if self.alpha_p != 1.0:
-                relax_pressure(self.p, self.p_prev, self.alpha_p)
-            self.gradient(self.p, bc.p_kind, bc.p_value, self.grad)
-            correct_velocity(self.U, self.HbyA, self.rAU, self.grad, self.comps,
-                             lm.n_owned, pe.work)
-        pe.grad_current = True  # of the relaxed pressure, as the next assembly needs
-        with T("halo"):
-            self.ex.exchange(self.momentum.u_fields)
+        self._update_from_pressure(self.alpha_p)

@@ -55,7 +55,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     if speed is not None:  # this rank emulates a slower (or shared) core
         from .slowcore import SlowCore
 
-        slow = SlowCore(speed, comm.rank)
+        slow = SlowCore(speed)
     try:
         log = Log(outdir / "log.txt" if root else None, quiet=quiet or not root)
         if root:

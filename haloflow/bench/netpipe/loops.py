@@ -38,6 +38,20 @@ def functions() -> np.ndarray | None:
 
 # ---- kernels: each returns 0 or the first MPI error code ----------------------------------
 
+@njit(cache=True, inline="always")
+def _two_slots(base, k, stride, nslots):
+    """The addresses of the pool's next two slots from slot ``k``, and the slot after."""
+    a = base + k * stride
+    k += 1
+    if k == nslots:
+        k = 0
+    b = base + k * stride
+    k += 1
+    if k == nslots:
+        k = 0
+    return a, b, k
+
+
 @njit(cache=True)
 def pingpong(fns, pool, n, stride, nslots, pos, reps, first, peer, dtype, comm, st):
     """``reps`` round trips; ``first`` sends then receives, the other the reverse."""
@@ -91,14 +105,7 @@ def bidir(fns, pool, n, stride, nslots, pos, reps, peer, dtype, comm, reqs, st):
     r = reqs.ctypes.data
     k = pos
     for _ in range(reps):
-        a = base + k * stride
-        k += 1
-        if k == nslots:
-            k = 0
-        b = base + k * stride
-        k += 1
-        if k == nslots:
-            k = 0
+        a, b, k = _two_slots(base, k, stride, nslots)
         e = call_msg_out(fns[IRECV], a, n, dtype, peer, TAG, comm, r)
         if e == 0:
             e = call_msg_out(fns[ISEND], b, n, dtype, peer, TAG, comm, r + reqs.itemsize)
@@ -167,14 +174,7 @@ def overlap(fns, pool, n, stride, nslots, pos, reps, peer, dtype, comm, reqs, st
     r = reqs.ctypes.data
     k = pos
     for _ in range(reps):
-        a = base + k * stride
-        k += 1
-        if k == nslots:
-            k = 0
-        b = base + k * stride
-        k += 1
-        if k == nslots:
-            k = 0
+        a, b, k = _two_slots(base, k, stride, nslots)
         e = call_msg_out(fns[IRECV], a, n, dtype, peer, TAG, comm, r)
         if e == 0:
             e = call_msg_out(fns[ISEND], b, n, dtype, peer, TAG, comm, r + reqs.itemsize)
