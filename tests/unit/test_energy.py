@@ -173,6 +173,6 @@ def test_temperature_rides_on_the_existing_exchanges(tmp_path):
     for _ in range(2):
         spy.calls.clear()
         s.step()
-        assert spy.calls == [("predict_fluxes", 4), ("_update_buoyant", 1),
-                             ("_update_buoyant", 2), ("predict_fluxes", 2),
-                             ("_update_buoyant", 1), ("_update_buoyant", 2)]
+        assert spy.calls == [("predict_fluxes", 4), ("_update_from_pressure", 1),
+                             ("_update_from_pressure", 2), ("predict_fluxes", 2),
+                             ("_update_from_pressure", 1), ("_update_from_pressure", 2)]
