@@ -477,7 +477,9 @@ class ManyWorkspace:
         self.red_out = np.zeros(9)  # per-component partial sums, 3 at most per component
         self.act = np.zeros(3, dtype=np.int64)
         self.scal = np.zeros((4, 3))  # alpha, beta, omega, rho per component
-        self.sc = np.zeros((9, 3))  # the compiled solve's scalars per component
+        # the compiled solve's scalars per component: alpha, beta, omega, rho, rho_new,
+        # tolerance, norm of b, residual, initial residual
+        self.sc = np.zeros((9, 3))
         self.out = np.zeros(6, dtype=np.int64)  # its iterations and convergence flags
         self.count = np.zeros(3, dtype=np.int64)  # its allreduces, exchanges, fields
         self.plan = None  # its LockstepPlan (None: the Python path), made on first use
@@ -709,22 +711,13 @@ def _many_start(indptr, indices, data, diag, invd, X, W, comps, rb):
         invd[i] = 1.0 / diag[i]
     for j in range(len(comps)):
         d = comps[j]
-        x, b, r, r0, p, v = X[d], B[d], R[d], R0[d], P[d], V[d]
-        rr = 0.0
-        bb = 0.0
+        x, b, r = X[d], B[d], R[d]
         for i in range(n):
             s = b[i]
             for k in range(indptr[i], indptr[i + 1]):
                 s -= data[k] * x[indices[k]]
             r[i] = s
-        for i in range(n):
-            rr += r[i] * r[i]
-            bb += b[i] * b[i]
-            r0[i] = r[i]
-            p[i] = 0.0
-            v[i] = 0.0
-        rb[2 * j] = rr
-        rb[2 * j + 1] = bb
+    _bicg3_start(R, B, R0, P, V, comps, n, rb)
 
 
 @nb.njit(cache=True)
@@ -754,26 +747,15 @@ def _many_p(R, P, V, PH, invd, comps, act, sc, n):
     for d in comps:
         if act[d]:
             na += 1
-            bt = (sc[4, d] / sc[3, d]) * (sc[0, d] / sc[2, d])
+            sc[1, d] = (sc[4, d] / sc[3, d]) * (sc[0, d] / sc[2, d])
             sc[3, d] = sc[4, d]
-            w = sc[2, d]
-            p, r, v, ph = P[d], R[d], V[d], PH[d]
-            for i in range(n):
-                p[i] = r[i] + bt * (p[i] - w * v[i])
-                ph[i] = invd[i] * p[i]
+    _bicg3_p(P, R, V, sc[1], sc[2], invd, PH, comps, act, n)
     return na
 
 
 @nb.njit(cache=True)
 def _many_r0v(R0, V, comps, act, rb, n):
-    for j in range(len(comps)):
-        d = comps[j]
-        s = 0.0
-        if act[d]:
-            r0, v = R0[d], V[d]
-            for i in range(n):
-                s += r0[i] * v[i]
-        rb[j] = s
+    _bicg3_r0v(R0, V, comps, act, n, rb)
 
 
 @nb.njit(cache=True)
@@ -796,31 +778,12 @@ def _many_alpha(comps, act, sc, out, rb):
 @nb.njit(cache=True)
 def _many_s(R, V, SH, invd, comps, act, sc, n):
     """``s = r - alpha v`` (over ``r``), ``shat = D^-1 s``."""
-    for d in comps:
-        if act[d]:
-            a = sc[0, d]
-            r, v, sh = R[d], V[d], SH[d]
-            for i in range(n):
-                r[i] = r[i] - a * v[i]
-                sh[i] = invd[i] * r[i]
+    _bicg3_s(R, R, V, sc[0], invd, SH, comps, act, n)
 
 
 @nb.njit(cache=True)
 def _many_dot3(T, R, comps, act, rb, n):
-    for j in range(len(comps)):
-        d = comps[j]
-        s1 = 0.0
-        s2 = 0.0
-        s3 = 0.0
-        if act[d]:
-            t, s_ = T[d], R[d]
-            for i in range(n):
-                s1 += t[i] * s_[i]
-                s2 += t[i] * t[i]
-                s3 += s_[i] * s_[i]
-        rb[3 * j] = s1
-        rb[3 * j + 1] = s2
-        rb[3 * j + 2] = s3
+    _bicg3_dot3(T, R, comps, act, n, rb)
 
 
 @nb.njit(cache=True)
@@ -843,26 +806,13 @@ def _many_omega(comps, act, sc, out, rb, it):
 def _many_xr(X, PH, SH, R, T, R0, comps, act, sc, rb, n):
     """``x += alpha phat + omega shat; r = s - omega t`` with partial (r0.r, r.r) in
     ``rb``; ``x += alpha phat`` only for ``act == 2``.  Returns whether any goes on."""
+    _bicg3_xr(X, PH, SH, R, R, T, sc[0], sc[2], R0, comps, act, n, rb)
     more = False
-    for j in range(len(comps)):
-        d = comps[j]
-        a, w = sc[0, d], sc[2, d]
-        x, ph, sh, r, t, r0 = X[d], PH[d], SH[d], R[d], T[d], R0[d]
-        s1 = 0.0
-        s2 = 0.0
-        if act[d] == 2:
-            for i in range(n):
-                x[i] += a * ph[i]
+    for d in comps:
+        if act[d] == 2:  # converged at s: done
             act[d] = 0
         elif act[d] == 1:
             more = True
-            for i in range(n):
-                x[i] += a * ph[i] + w * sh[i]
-                r[i] = r[i] - w * t[i]
-                s1 += r0[i] * r[i]
-                s2 += r[i] * r[i]
-        rb[2 * j] = s1
-        rb[2 * j + 1] = s2
     return more
 
 

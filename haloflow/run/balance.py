@@ -144,22 +144,16 @@ def new_parts(case, comm, fractions, old_ids: np.ndarray) -> tuple:
 
 def migrate(run, fractions, log) -> None:
     """Collective: the run's state onto new parts of the given weight fractions."""
-    from ..parallel import halo
     from ..parallel.local import distribute
-    from ..physics import make_solver
-    from ..post import enabled
-    from .checkpointing import Blocks
+    from .checkpointing import given, read_plans, write_plans
+    from .setup import solver_on
 
     case, comm = run.case, run.comm
     old_lm, old_solver = run.lmesh, run.solver
     arrays, extra = old_solver.checkpoint_state()
-    blocks = {}
-    plans = {"cell": Blocks(comm, old_lm.n_cells_global, old_lm.global_cells[: old_lm.n_owned]),
-             "face": Blocks(comm, old_lm.n_faces_global, old_lm.global_faces)}
-    for name, (a, kind) in arrays.items():
-        rows = a.reshape(1, -1) if a.ndim == 1 else a
-        local = rows[:, : old_lm.n_owned] if kind == "cell" else rows
-        blocks[name] = (plans[kind].to_block(local), kind)
+    plans = write_plans(comm, old_lm)
+    blocks = {name: (plans[kind].to_block(given(a, kind, old_lm)), kind)
+              for name, (a, kind) in arrays.items()}
     ids = comm.gather(np.asarray(old_lm.global_cells[: old_lm.n_owned]), root=0)
     mesh = parts = None
     if comm.rank == 0:
@@ -171,15 +165,8 @@ def migrate(run, fractions, log) -> None:
     run.retired.extend(Retired(e.stats.as_dict()) for e in live)
     for e in live:
         e.close()
-    ex = halo.make(case.parallel.halo, lm, comm, staging=case.parallel.staging, gpu=False)
-    solver = make_solver(lm, ex, run.red, run.timers, solver=case.solver, physics=case.physics,
-                         boundary=case.boundary, initial=case.initial, mesh=case.mesh,
-                         halo=case.parallel.halo)
-    new = {"cell": Blocks(comm, lm.n_cells_global, lm.global_cells),
-           "face": Blocks(comm, lm.n_faces_global, lm.global_faces)}
+    ex, solver, posts = solver_on(case, lm, comm, run.red, run.timers)
+    new = read_plans(comm, lm)
     values = {name: new[kind].from_block(block) for name, (block, kind) in blocks.items()}
     solver.restore_state(values, extra)
-    if not (case.output.fields or case.output.write_every):
-        lm.release_topology()
-    run.lmesh, run.ex, run.solver = lm, ex, solver
-    run.posts = [post(lm, case, solver, run.red) for post in enabled(case)]
+    run.lmesh, run.ex, run.solver, run.posts = lm, ex, solver, posts

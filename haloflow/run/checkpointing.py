@@ -87,8 +87,23 @@ class Blocks:
         return out
 
 
-def _as_rows(a: np.ndarray) -> np.ndarray:
-    return a.reshape(1, -1) if a.ndim == 1 else a
+def write_plans(comm, lm) -> dict:
+    """Per kind, the plan of the values a rank gives: its owned cells, its faces."""
+    return {"cell": Blocks(comm, lm.n_cells_global, lm.global_cells[: lm.n_owned]),
+            "face": Blocks(comm, lm.n_faces_global, lm.global_faces)}
+
+
+def read_plans(comm, lm) -> dict:
+    """Per kind, the plan of the values a rank takes: its owned and ghost cells, its faces."""
+    return {"cell": Blocks(comm, lm.n_cells_global, lm.global_cells),
+            "face": Blocks(comm, lm.n_faces_global, lm.global_faces)}
+
+
+def given(a: np.ndarray, kind: str, lm) -> np.ndarray:
+    """``(k, m)``: the part of a state array (see ``PisoSolver.checkpoint_state``) a rank
+    gives, its owned cells or all its faces."""
+    rows = a.reshape(1, -1) if a.ndim == 1 else a
+    return rows[:, : lm.n_owned] if kind == "cell" else rows
 
 
 class Checkpointer:
@@ -97,18 +112,13 @@ class Checkpointer:
     def __init__(self, run, outdir: Path, keep: int):
         self.run, self.keep = run, max(1, int(keep))
         self.folder = Path(outdir) / FOLDER
-        self._plans = {}
+        self._plans = None  # write_plans, made on the first checkpoint
         self.written = 0
         self.seconds = 0.0
 
     def _plan(self, kind: str) -> Blocks:
-        if kind not in self._plans:
-            lm = self.run.lmesh
-            if kind == "cell":
-                ids, n = lm.global_cells[: lm.n_owned], lm.n_cells_global
-            else:
-                ids, n = lm.global_faces, lm.n_faces_global
-            self._plans[kind] = Blocks(self.run.comm, n, ids)
+        if self._plans is None:
+            self._plans = write_plans(self.run.comm, self.run.lmesh)
         return self._plans[kind]
 
     def write(self, step: int, time: float) -> str:
@@ -122,15 +132,13 @@ class Checkpointer:
         arrays, extra = run.solver.checkpoint_state()
         blocks, specs = [], []
         for name, (a, kind) in arrays.items():
-            rows = _as_rows(a)
-            local = rows[:, : lm.n_owned] if kind == "cell" else rows
             plan = self._plan(kind)
-            block = plan.to_block(local)
+            block = plan.to_block(given(a, kind, lm))
             n = lm.n_cells_global if kind == "cell" else lm.n_faces_global
             part = sum(fmt.field_checksum(block[c], c * n + plan.start)
                        for c in range(block.shape[0]))
             total = comm.allreduce(part) if comm.size > 1 else part
-            specs.append(FieldSpec(name, kind, rows.shape[0], checksum=total & fmt.MASK))
+            specs.append(FieldSpec(name, kind, block.shape[0], checksum=total & fmt.MASK))
             blocks.append(block)
         specs = fmt.layout(specs, lm.n_cells_global, lm.n_faces_global)
         meta = fmt.metadata(run.case, step, time, lm.n_cells_global, lm.n_faces_global, specs,
@@ -240,9 +248,8 @@ def restore(run, ck: fmt.Checkpoint) -> None:
     from mpi4py import MPI
 
     comm, lm = run.comm, run.lmesh
-    needs = {"cell": lm.global_cells, "face": lm.global_faces}
-    ns = {"cell": ck.n_cells, "face": ck.n_faces}
-    plans = {k: Blocks(comm, ns[k], ids) for k, ids in needs.items()}
+    ns = {"cell": ck.n_cells, "face": ck.n_faces}  # the mesh's: read_checked saw to it
+    plans = read_plans(comm, lm)
     fh = MPI.File.Open(comm, ck.path, MPI.MODE_RDONLY)
     values = {}
     try:

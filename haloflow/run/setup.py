@@ -127,29 +127,38 @@ def release_centres(lmesh, case, posts) -> None:
     lmesh.release_centres(faces=not any(post.gathers for post in posts), cells=not posts)
 
 
+def solver_on(case, lmesh, comm, red, timers) -> tuple:
+    """Collective: the halo exchanger, solver and post-processors of ``case`` on ``lmesh``
+    (at set-up, and on a rebalance's new parts), then the mesh data nothing reads any more
+    freed."""
+    from ..parallel import halo
+    from ..physics import make_solver
+    from ..post import enabled
+
+    # the solver's fields are numpy arrays: device staging is emulated, copies counted
+    ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
+    solver = make_solver(lmesh, ex, red, timers, solver=case.solver, physics=case.physics,
+                         boundary=case.boundary, initial=case.initial, mesh=case.mesh,
+                         halo=case.parallel.halo)
+    posts = [post(lmesh, case, solver, red) for post in enabled(case)]
+    if not (case.output.fields or case.output.write_every):  # no writer reads them
+        lmesh.release_topology()
+    release_centres(lmesh, case, posts)
+    return ex, solver, posts
+
+
 def setup(case, comm, threads: int, log) -> Run:
     """Collective: everything a run steps, timed as the "setup" phase."""
-    from ..parallel import halo
     from ..parallel.reduce import Reducer
     from ..parallel.threads import use_threads
     from ..parallel.timers import Timers
-    from ..physics import make_solver
-    from ..post import enabled
 
     timers = Timers()
     rss_base = rss_bytes()
     with timers("setup"):
         lmesh = local_mesh(case, comm, log)
-        # the solver's fields are numpy arrays: device staging is emulated, copies counted
-        ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
         red = Reducer(comm)
-        solver = make_solver(lmesh, ex, red, timers, solver=case.solver,
-                             physics=case.physics, boundary=case.boundary,
-                             initial=case.initial, mesh=case.mesh, halo=case.parallel.halo)
-        posts = [post(lmesh, case, solver, red) for post in enabled(case)]
-        if not (case.output.fields or case.output.write_every):  # no writer reads them
-            lmesh.release_topology()
-        release_centres(lmesh, case, posts)
+        ex, solver, posts = solver_on(case, lmesh, comm, red, timers)
         # serial kernels unless they pay; bound once every kernel module is imported
         threaded = use_threads(threads, lmesh.n_owned)
     return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts, rss_base)

@@ -58,14 +58,7 @@ def pingpong(fns, pool, n, stride, nslots, pos, reps, first, peer, dtype, comm, 
     base = pool.ctypes.data
     k = pos
     for _ in range(reps):
-        a = base + k * stride
-        k += 1
-        if k == nslots:
-            k = 0
-        b = base + k * stride
-        k += 1
-        if k == nslots:
-            k = 0
+        a, b, k = _two_slots(base, k, stride, nslots)
         if first:
             e = call_msg(fns[SEND], a, n, dtype, peer, TAG, comm)
             if e == 0:
