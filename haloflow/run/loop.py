@@ -110,6 +110,7 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
         from .balance import Balancer
 
         balancer = Balancer(run, log if root else (lambda *a, **k: None))
+    samplers = [post for post in run.posts if post.samples]  # rebuilt by a rebalance
     step = start
     t_loop = time.perf_counter()
     try:
@@ -118,7 +119,7 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
             info = solver.step()
             step += 1
             lp.steps = step - start
-            _record(run, lp, info, t_loop)
+            _record(run, lp, info, t_loop, samplers)
             lp.converged = solver.converged(info)
             if root:
                 _progress(case, solver, lp, info, history, bar, log, t_loop)
@@ -132,8 +133,9 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
                 break
             if balancer is not None:
                 with run.timers("balance"):
-                    balancer.after_step(step, n_target if max_steps is None else
-                                        min(n_target, max_steps))
+                    if balancer.after_step(step, n_target if max_steps is None else
+                                           min(n_target, max_steps)):
+                        samplers = [post for post in run.posts if post.samples]
         if saver is not None and lp.steps and lp.status == "completed":
             # the end of the run: a last checkpoint and series file, unless just written
             last = sched.final_checkpoint(step)
@@ -155,13 +157,12 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
     return lp
 
 
-def _record(run, lp: Loop, info, t_loop: float) -> None:
+def _record(run, lp: Loop, info, t_loop: float, samplers: list) -> None:
     """The step's row of residuals.csv; after a run's first step, the profiles that later
     exclude its one-time costs (AMG set-up, loading kernels)."""
     from ..parallel import profile as profiling
 
     solver, timers = run.solver, run.timers
-    samplers = [post for post in run.posts if post.samples]
     if samplers:  # collective: one allreduce each
         with timers("monitor"):
             for post in samplers:
