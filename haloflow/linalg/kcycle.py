@@ -34,6 +34,7 @@ import numpy as np
 
 from ..parallel import mpicall, threads
 from ..parallel.halo.kernels import pack, unpack
+from . import blocks as tb
 from .amg import (
     KCYCLE_T,
     _axpy_into,
@@ -68,7 +69,7 @@ K_LEVEL, AMLI_LEVEL = 1, 2  # values of KRYLOV: the K-cycle's Krylov steps or AM
 PL_COLS = 29
 # slots of the int64 control array ``ctl``
 (NLEV, FIRST_GATHERED, PINNED, CLOCK, CLOCK_ID, TS_ADDR, PAR, STARTALL, WAITALL, ALLREDUCE,
- ALLGATHERV, STATUSES, RBUF) = range(13)
+ ALLGATHERV, STATUSES, RBUF, NBLK) = range(14)  # NBLK: thread blocks (blocks.py)
 TS = 14  # struct timespec: two int64
 N_CTL = 16
 RB = 8  # room for the scalars of one fused sum (send and receive halves)
@@ -77,6 +78,9 @@ REDUCTIONS, TOP_EXCHANGES, GATHERED_NS, GATHERED_VISITS, REDUCE_NS, ALLGATHER_NS
 CNT_HEAD = 6
 # positions in the tuple ``h`` of packed arrays
 H_CTL, H_PL, H_HB, H_HCELLS, H_HPLAN, H_XIDX, H_HND = range(10, 17)
+# per level the bandwidth its thread blocks snapshot (-1: the level runs serially), and the
+# blocks' partial sums
+H_THR, H_PART = 17, 18
 # work vectors of a level, rows of ``W`` (the names of amg.Level's attributes)
 VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")
 B, X, R, C, D, V, Wv, R2 = range(8)
@@ -221,6 +225,12 @@ def _vec(h, k, i):
 
 
 @nb.njit(cache=True)
+def _blocks(h, i):
+    """Thread blocks level i's kernels run on (:mod:`.blocks`); 0: the serial kernels."""
+    return h[H_CTL][NBLK] if h[H_THR][i] >= 0 else 0
+
+
+@nb.njit(cache=True)
 def _exchange(h, cnt, i, x, top=False):
     """``Level.exchange`` (or, ``top``, the matrix's exchange before a Krylov product):
     counted always, made where a parallel run has neighbours, with the exchanger's pack
@@ -311,14 +321,19 @@ def _smooth(h, d0, lv, cnt, i, b, x, forward):
     ip, ix, data, dp, dl1 = _level(h, d0, i)
     n = lv[i, N]
     cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
+    nt = _blocks(h, i)
+    if nt:  # the level's work vector r is free while it is smoothed: the blocks' snapshot
+        tb.gs_blocks(ip, ix, data, dp, dl1, b, x, n, forward, nt, h[H_THR][i], _vec(h, R, i))
     if forward:
-        gs_sweep(ip, ix, data, dp, dl1, b, x, n, True)
+        if not nt:
+            gs_sweep(ip, ix, data, dp, dl1, b, x, n, True)
         _exchange(h, cnt, i, x)
         if lv[i, HASCUT]:
             gs_rows(ip, ix, data, dp, dl1, b, x, cut, True)
             _exchange(h, cnt, i, x)
     else:
-        gs_sweep(ip, ix, data, dp, dl1, b, x, n, False)
+        if not nt:
+            gs_sweep(ip, ix, data, dp, dl1, b, x, n, False)
         if lv[i, HASCUT]:
             _exchange(h, cnt, i, x)
             gs_rows(ip, ix, data, dp, dl1, b, x, cut, False)
@@ -335,7 +350,11 @@ def _down(h, d0, cnt, i, b, x):
     r = _vec(h, R, i)
     x[:] = 0.0
     _smooth(h, d0, lv, cnt, i, b, x, True)
-    residual(ip, ix, data, x, b, r)
+    nt = _blocks(h, i)
+    if nt:
+        tb.residual(ip, ix, data, x, b, r, nt)
+    else:
+        residual(ip, ix, data, x, b, r)
     ag = agg[lv[i, VEC]:lv[i, VEC] + n]
     if pl[i, RD] == 0:
         rc = _vec(h, B, i + 1)
@@ -375,7 +394,11 @@ def _up(h, d0, cnt, i, b, x):
         cols = h[H_XIDX][pl[i, RDC_OFF]:pl[i, RDC_OFF] + pl[i, RDC_N]]
         for t in range(len(cols)):
             e[t] = xs[cols[t]]
-    prolong_add(ag, e, n, x)
+    nt = _blocks(h, i)
+    if nt:
+        tb.prolong_add(ag, e, n, x, nt)
+    else:
+        prolong_add(ag, e, n, x)
     _exchange(h, cnt, i, x)
     _smooth(h, d0, lv, cnt, i, b, x, False)
 
@@ -389,9 +412,14 @@ def _k_first(h, d0, cnt, i):
     b, x, c, v = _vec(h, B, i), _vec(h, X, i), _vec(h, C, i), _vec(h, V, i)
     ip, ix, data, dp, dl1 = _level(h, d0, i)
     _exchange(h, cnt, i, c)
-    spmv(ip, ix, data, c, v)
     sm = _sums(h)
-    sm[:5] = _kdots1(c, v, b, n)
+    nt = _blocks(h, i)
+    if nt:
+        tb.spmv(ip, ix, data, c, v, nt)
+        tb.kdots1(c, v, b, n, nt, h[H_PART], sm)
+    else:
+        spmv(ip, ix, data, c, v)
+        sm[:5] = _kdots1(c, v, b, n)
     _reduce(h, cnt, 5, lv[i, COUNTED] != 0)
     rho1, alpha1, bb, vv, bv = sm[0], sm[1], sm[2], sm[3], sm[4]
     if rho1 <= 0.0:
@@ -401,7 +429,10 @@ def _k_first(h, d0, cnt, i):
     if bb - 2.0 * a1 * bv + a1 * a1 * vv <= KCYCLE_T * KCYCLE_T * bb:
         _scale_into(x, a1, c, n)
         return False
-    _axpy_into(_vec(h, R2, i), b, a1, v, n)
+    if nt:
+        tb.axpy_into(_vec(h, R2, i), b, a1, v, n, nt)
+    else:
+        _axpy_into(_vec(h, R2, i), b, a1, v, n)
     h[9][i] = a1  # kept for the second step
     h[9][len(lv) + i] = rho1
     return True
@@ -415,8 +446,13 @@ def _a_first(h, d0, cnt, i):
     b, c, v = _vec(h, B, i), _vec(h, C, i), _vec(h, V, i)
     ip, ix, data, dp, dl1 = _level(h, d0, i)
     _exchange(h, cnt, i, c)
-    spmv(ip, ix, data, c, v)
-    _axpy_into(_vec(h, R2, i), b, ks[len(ks) - 2], v, n)
+    nt = _blocks(h, i)
+    if nt:
+        tb.spmv(ip, ix, data, c, v, nt)
+        tb.axpy_into(_vec(h, R2, i), b, ks[len(ks) - 2], v, n, nt)
+    else:
+        spmv(ip, ix, data, c, v)
+        _axpy_into(_vec(h, R2, i), b, ks[len(ks) - 2], v, n)
 
 
 @nb.njit(cache=True)
@@ -426,22 +462,36 @@ def _k_second(h, d0, cnt, i):
     n = lv[i, N]
     x, c, d, v, w, r2 = (_vec(h, X, i), _vec(h, C, i), _vec(h, D, i), _vec(h, V, i),
                          _vec(h, Wv, i), _vec(h, R2, i))
+    nt = _blocks(h, i)
     if lv[i, KRYLOV] == AMLI_LEVEL:  # ``AMG._amli``'s combination
-        _combine(x, ks[len(ks) - 2], c, ks[len(ks) - 1], d, n)
+        _combine_on(x, ks[len(ks) - 2], c, ks[len(ks) - 1], d, n, nt)
         return
     ip, ix, data, dp, dl1 = _level(h, d0, i)
     a1, rho1 = ks[i], ks[len(lv) + i]
     _exchange(h, cnt, i, d)
-    spmv(ip, ix, data, d, w)
     sm = _sums(h)
-    sm[:3] = _kdots2(d, v, w, r2, n)
+    if nt:
+        tb.spmv(ip, ix, data, d, w, nt)
+        tb.kdots2(d, v, w, r2, n, nt, h[H_PART], sm)
+    else:
+        spmv(ip, ix, data, d, w)
+        sm[:3] = _kdots2(d, v, w, r2, n)
     _reduce(h, cnt, 3, lv[i, COUNTED] != 0)
     gamma, beta, alpha2 = sm[0], sm[1], sm[2]
     rho2 = beta - gamma * gamma / rho1
     if rho2 <= 0.0:
         _scale_into(x, a1, c, n)
         return
-    _combine(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n)
+    _combine_on(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n, nt)
+
+
+@nb.njit(cache=True)
+def _combine_on(x, a, c, b, d, n, nt):
+    """``_combine`` on ``nt`` thread blocks (0: serially)."""
+    if nt:
+        tb.combine(x, a, c, b, d, n, nt)
+    else:
+        _combine(x, a, c, b, d, n)
 
 
 @nb.njit(cache=True)
@@ -504,7 +554,13 @@ def _apply(h, d0, lu, ctl, cnt, r, z):
 # -- Krylov methods ---------------------------------------------------------------------------
 
 @nb.njit(cache=True)
-def _dot2(a, b, c, d, n):
+def _dot2(h, a, b, c, d, n):
+    """(a.b, c.d) over the owned rows of level 0."""
+    nt = _blocks(h, 0)
+    if nt:
+        sm = h[H_PART][nt]  # the row after the blocks' partials
+        tb.dot2(a, b, c, d, n, nt, h[H_PART], sm)
+        return sm[0], sm[1]
     s1 = 0.0
     s2 = 0.0
     for i in range(n):
@@ -514,18 +570,65 @@ def _dot2(a, b, c, d, n):
 
 
 @nb.njit(cache=True)
+def _dot1(h, a, b, n):
+    nt = _blocks(h, 0)
+    if nt:
+        sm = h[H_PART][nt]
+        tb.dot(a, b, n, nt, h[H_PART], sm)
+        return sm[0]
+    s = 0.0
+    for k in range(n):
+        s += a[k] * b[k]
+    return s
+
+
+@nb.njit(cache=True)
+def _fcg_step(h, x, r, p, q, alpha, n):
+    """x += alpha p; r -= alpha q; returns r.r."""
+    nt = _blocks(h, 0)
+    if nt:
+        sm = h[H_PART][nt]
+        tb.fcg_step(x, r, p, q, alpha, n, nt, h[H_PART], sm)
+        return sm[0]
+    rr = 0.0
+    for k in range(n):
+        x[k] += alpha * p[k]
+        r[k] -= alpha * q[k]
+        rr += r[k] * r[k]
+    return rr
+
+
+@nb.njit(cache=True)
+def _fcg_direction(h, z, beta, p, n):
+    nt = _blocks(h, 0)
+    if nt:
+        tb.direction(z, beta, p, n, nt)
+        return
+    for k in range(n):
+        p[k] = z[k] - beta * p[k]
+
+
+@nb.njit(cache=True)
 def _top_matvec(h, d0, cnt, x, y):
     """``DistMatrix.matvec``: exchange, then y = A x."""
     ip, ix, data, dp, dl1 = _level(h, d0, 0)
     _exchange(h, cnt, 0, x, True)
-    spmv(ip, ix, data, x, y)
+    nt = _blocks(h, 0)
+    if nt:
+        tb.spmv(ip, ix, data, x, y, nt)
+    else:
+        spmv(ip, ix, data, x, y)
 
 
 @nb.njit(cache=True)
 def _top_residual(h, d0, cnt, x, b, r):
     ip, ix, data, dp, dl1 = _level(h, d0, 0)
     _exchange(h, cnt, 0, x, True)
-    residual(ip, ix, data, x, b, r)
+    nt = _blocks(h, 0)
+    if nt:
+        tb.residual(ip, ix, data, x, b, r, nt)
+    else:
+        residual(ip, ix, data, x, b, r)
 
 
 @nb.njit(cache=True)
@@ -553,7 +656,7 @@ def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
     """``krylov.fcg`` (FCG(1)) with the K-cycle preconditioner, operation for operation."""
     n = h[8][0, N]
     _top_residual(h, d0, cnt, x, b, r)
-    rr, bb = _dot2(r, r, b, b, n)
+    rr, bb = _dot2(h, r, r, b, b, n)
     rr, bb = _sum2(h, cnt, rr, bb)
     tol, bnorm = _initial(rr, bb, tol, rel_tol, out)
     if out[1] <= tol:
@@ -562,29 +665,68 @@ def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
     p[:n] = z[:n]
     for it in range(1, max_iter + 1):
         _top_matvec(h, d0, cnt, p, q)
-        pq, pr = _dot2(p, q, p, r, n)
+        pq, pr = _dot2(h, p, q, p, r, n)
         pq, pr = _sum2(h, cnt, pq, pr)
         out[0] = it
         if pq <= 0.0:
             break
-        alpha = pr / pq
-        rr = 0.0
-        for k in range(n):
-            x[k] += alpha * p[k]
-            r[k] -= alpha * q[k]
-            rr += r[k] * r[k]
+        rr = _fcg_step(h, x, r, p, q, pr / pq, n)
         _apply(h, d0, lu, ctl, cnt, r, z)
-        zq = 0.0
-        for k in range(n):
-            zq += z[k] * q[k]
+        zq = _dot1(h, z, q, n)
         rr, zq = _sum2(h, cnt, rr, zq)
         out[2] = np.sqrt(rr) / bnorm
         if out[2] <= tol:
             return
-        beta = zq / pq
-        for k in range(n):
-            p[k] = z[k] - beta * p[k]
+        _fcg_direction(h, z, zq / pq, p, n)
     out[3] = 1.0 if out[2] <= tol else 0.0
+
+
+@nb.njit(cache=True)
+def _cg1_step(h, x, r, p, s, alpha, n):
+    """x += alpha p; r -= alpha s; returns (p.r, r.r)."""
+    nt = _blocks(h, 0)
+    if nt:
+        sm = h[H_PART][nt]
+        tb.cg1_step(x, r, p, s, alpha, n, nt, h[H_PART], sm)
+        return sm[0], sm[1]
+    pr = 0.0
+    rr = 0.0
+    for k in range(n):
+        x[k] += alpha * p[k]
+        r[k] -= alpha * s[k]
+        pr += p[k] * r[k]
+        rr += r[k] * r[k]
+    return pr, rr
+
+
+@nb.njit(cache=True)
+def _cg1_dots(h, r, u, w, s, n):
+    """(r.u, w.u, u.s)."""
+    nt = _blocks(h, 0)
+    if nt:
+        sm = h[H_PART][nt]
+        tb.cg1_dots(r, u, w, s, n, nt, h[H_PART], sm)
+        return sm[0], sm[1], sm[2]
+    ru = 0.0
+    wu = 0.0
+    us = 0.0
+    for k in range(n):
+        ru += r[k] * u[k]
+        wu += w[k] * u[k]
+        us += u[k] * s[k]
+    return ru, wu, us
+
+
+@nb.njit(cache=True)
+def _cg1_directions(h, u, w, beta, p, s, n):
+    """p = u + beta p; s = w + beta s."""
+    nt = _blocks(h, 0)
+    if nt:
+        tb.cg1_directions(u, w, beta, p, s, n, nt)
+        return
+    for k in range(n):
+        p[k] = u[k] + beta * p[k]
+        s[k] = w[k] + beta * s[k]
 
 
 @nb.njit(cache=True)
@@ -594,8 +736,8 @@ def cg1(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, u, w, p, s, out):
     _top_residual(h, d0, cnt, x, b, r)
     _apply(h, d0, lu, ctl, cnt, r, u)
     _top_matvec(h, d0, cnt, u, w)
-    ru, wu = _dot2(r, u, w, u, n)
-    rr, bb = _dot2(r, r, b, b, n)
+    ru, wu = _dot2(h, r, u, w, u, n)
+    rr, bb = _dot2(h, r, r, b, b, n)
     sm = _sums(h)
     sm[0], sm[1], sm[2], sm[3] = ru, wu, rr, bb
     _reduce(h, cnt, 4, True)
@@ -610,23 +752,10 @@ def cg1(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, u, w, p, s, out):
         out[0] = it
         if ps <= 0.0:
             break
-        alpha = pr / ps
-        pr_old = 0.0
-        rr = 0.0
-        for k in range(n):
-            x[k] += alpha * p[k]
-            r[k] -= alpha * s[k]
-            pr_old += p[k] * r[k]
-            rr += r[k] * r[k]
+        pr_old, rr = _cg1_step(h, x, r, p, s, pr / ps, n)
         _apply(h, d0, lu, ctl, cnt, r, u)
         _top_matvec(h, d0, cnt, u, w)
-        ru = 0.0
-        wu = 0.0
-        us = 0.0
-        for k in range(n):
-            ru += r[k] * u[k]
-            wu += w[k] * u[k]
-            us += u[k] * s[k]
+        ru, wu, us = _cg1_dots(h, r, u, w, s, n)
         sm[0], sm[1], sm[2], sm[3], sm[4] = ru, wu, us, pr_old, rr
         _reduce(h, cnt, 5, True)
         ru, wu, us, pr_old, rr = sm[0], sm[1], sm[2], sm[3], sm[4]
@@ -634,9 +763,7 @@ def cg1(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, u, w, p, s, out):
         if out[2] <= tol:
             return
         beta = -us / ps
-        for k in range(n):
-            p[k] = u[k] + beta * p[k]
-            s[k] = w[k] + beta * s[k]
+        _cg1_directions(h, u, w, beta, p, s, n)
         ps = wu + beta * (2.0 * us + beta * ps)
         pr = ru + beta * pr_old
     out[3] = 1.0 if out[2] <= tol else 0.0
@@ -654,6 +781,17 @@ def _views(levels, attr, dtype=np.float64):
         setattr(lev, attr, packed[off:off + len(a)])
         off += len(a)
     return packed
+
+
+def _thread_levels(levels, nt: int) -> np.ndarray:
+    """Per level, the bandwidth its thread blocks snapshot (:func:`.blocks.gs_blocks`), or
+    -1 where it runs the serial kernels: one thread, or fewer rows than
+    ``threads.LEVEL_MIN_ROWS``."""
+    thr = np.full(len(levels) + 1, -1, dtype=np.int64)
+    for i, lev in enumerate(levels):
+        if nt > 1 and lev.n >= threads.LEVEL_MIN_ROWS and lev.next is not None:
+            thr[i] = tb.bandwidth(lev.indptr, lev.indices, lev.n)
+    return thr
 
 
 class CompiledSolve:
@@ -720,8 +858,10 @@ class CompiledSolve:
         ctl[PAR] = amg.red.parallel
         ctl[STATUSES] = par.statuses
         ctl[RBUF] = par.rbuf
+        ctl[NBLK] = threads.blocks()
         self.h = (ip, ix, dat, dp, dl1, agg, cut, W, lv, ks, ctl, par.pl, par.hb, par.hcells,
-                  par.hplan, par.xidx, par.hnd)
+                  par.hplan, par.xidx, par.hnd, _thread_levels(levels, int(ctl[NBLK])),
+                  np.zeros((ctl[NBLK] + 1, RB)))
         self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
         self.out = np.zeros(4)
         self.chol = self._cholesky_setup()
@@ -983,12 +1123,12 @@ _NULL = _Null()
 
 def compiled_solver(amg, krylov) -> CompiledSolve | None:
     """The compiled solve for ``amg`` and the Krylov function ``krylov`` (``krylov.fcg`` or
-    ``lowsync.cg1``), or None where the Python path must run: threaded kernels bound (the
-    compiled loops are serial), no C MPI functions, device-staged fields, ghost columns on
-    one rank (periodic meshes), or a hierarchy this module does not know.  Every rank of a
+    ``lowsync.cg1``), or None where the Python path must run: no C MPI functions (threaded runs
+    use the thread blocks' kernels, :mod:`.blocks`), device-staged fields, ghost columns on one
+    rank (periodic meshes), or a hierarchy this module does not know.  Every rank of a
     parallel run decides the same (one set-up collective)."""
     name = getattr(krylov, "__name__", "")
-    ok = _supported(amg) and name in ("fcg", "cg1") and not threads.threaded()
+    ok = _supported(amg) and name in ("fcg", "cg1")
     addr = mpicall.addresses() if ok else None
     ok = addr is not None
     if amg.red.parallel:

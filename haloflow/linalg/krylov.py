@@ -18,6 +18,7 @@ import numpy as np
 from ..parallel import mpicall, threads
 from ..parallel.reduce import Reducer
 from ..parallel.threads import kernel
+from . import blocks as tb
 
 
 @dataclass
@@ -304,9 +305,11 @@ def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond,
 # vector kernel, product and exchange handles every component still iterating in one call,
 # and their dot products travel in one allreduce.  Each component's arithmetic is exactly
 # that of its own :func:`bicgstab` solve (Jacobi), so the iterates are the same to the bit;
-# a component that has converged is left alone while the others go on.  Serial kernels only:
-# numba's threaded build of a parallel loop inside the loop over components computed wrong
-# values, so threaded runs solve the components one by one (:func:`bicgstab`).
+# a component that has converged is left alone while the others go on.  These kernels are
+# serial: numba's threaded build of a parallel loop inside the loop over components computed
+# wrong values.  Threaded runs take the compiled solve on thread blocks instead (each phase
+# one parallel region over row blocks, the components inside it: :mod:`.blocks`), or where
+# it cannot run, solve the components one by one (:func:`bicgstab`).
 
 @nb.njit(cache=True)
 def _spmv_many(indptr, indices, data, X, Y, comps, act, runs):
@@ -530,10 +533,7 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     ``ghosts_current``: the ghost values of ``X`` are up to date (no exchange first);
     ``exchange_after``: exchange the solution's ghosts at the end (inside the compiled call
     where it runs, which saves a Python exchange per solve)."""
-    key = (id(A.ex), len(comps))
-    if mws.plan_key != key:
-        mws.plan, mws.plan_key = lockstep_plan(A, len(comps), red), key
-    plan = mws.plan
+    plan = compiled_lockstep(A, len(comps), red, mws)
     if plan is not None:
         return _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current,
                               plan, exchange_after)
@@ -542,6 +542,15 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
         with A.timers("halo_solve"):
             A.ex.exchange(tuple(X[d] for d in comps))
     return infos
+
+
+def compiled_lockstep(A, m: int, red: Reducer, mws: ManyWorkspace) -> LockstepPlan | None:
+    """The plan of the compiled lockstep solve of ``m`` components (made once per exchanger
+    and count), or None where :func:`bicgstab_many` runs from Python."""
+    key = (id(A.ex), m, threads.blocks())
+    if mws.plan_key != key:
+        mws.plan, mws.plan_key = lockstep_plan(A, m, red), key
+    return mws.plan
 
 
 def _python_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
@@ -644,8 +653,8 @@ def _spmv_rows(indptr, indices, data, X, Y, act, m, comps):
 
 # slots of the int64 control array of the compiled lockstep solve (``LockstepPlan.ctl``)
 (C_PAR, C_STARTALL, C_WAITALL, C_ALLREDUCE, C_STATUSES, C_REQS, C_NREQ, C_NN, C_NSEND,
- C_NRECV, C_FIRST) = range(11)
-N_C = 11
+ C_NRECV, C_FIRST, C_NT) = range(12)  # C_NT: thread blocks (1: the serial kernels)
+N_C = 12
 RBM = 9  # room for one fused sum of the lockstep solve: three scalars per component
 
 
@@ -741,14 +750,21 @@ def _many_tolerances(comps, tol, rel_tol, act, sc, out, rb):
 
 
 @nb.njit(cache=True)
-def _many_p(R, P, V, PH, invd, comps, act, sc, n):
-    """beta, ``p = r + beta (p - omega v)``, ``phat = D^-1 p``; returns the active count."""
+def _many_beta(comps, act, sc):
+    """beta of each active component; returns the active count."""
     na = 0
     for d in comps:
         if act[d]:
             na += 1
             sc[1, d] = (sc[4, d] / sc[3, d]) * (sc[0, d] / sc[2, d])
             sc[3, d] = sc[4, d]
+    return na
+
+
+@nb.njit(cache=True)
+def _many_p(R, P, V, PH, invd, comps, act, sc, n):
+    """beta, ``p = r + beta (p - omega v)``, ``phat = D^-1 p``; returns the active count."""
+    na = _many_beta(comps, act, sc)
     _bicg3_p(P, R, V, sc[1], sc[2], invd, PH, comps, act, n)
     return na
 
@@ -807,6 +823,12 @@ def _many_xr(X, PH, SH, R, T, R0, comps, act, sc, rb, n):
     """``x += alpha phat + omega shat; r = s - omega t`` with partial (r0.r, r.r) in
     ``rb``; ``x += alpha phat`` only for ``act == 2``.  Returns whether any goes on."""
     _bicg3_xr(X, PH, SH, R, R, T, sc[0], sc[2], R0, comps, act, n, rb)
+    return _many_more(comps, act)
+
+
+@nb.njit(cache=True)
+def _many_more(comps, act):
+    """Components converged at ``s`` (``act == 2``) stop; returns whether any goes on."""
     more = False
     for d in comps:
         if act[d] == 2:  # converged at s: done
@@ -833,19 +855,24 @@ def _many_update(comps, act, sc, out, rb):
 
 @nb.njit(cache=True)
 def _bicgstab_many_c(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
-                     act, sc, out, count, ctl, hnd, hb, cells, plan, rb, exchange_x,
+                     act, sc, out, count, ctl, hnd, hb, cells, plan, rb, part, exchange_x,
                      exchange_after):
     """:func:`bicgstab_many` as one compiled call: the same operations in the same order
     (so the same iterates to the bit), its exchanges and fused sums made from here
     (``ctl[C_PAR]``) or only counted (one rank without neighbours).  ``sc[0..8, d]``:
     alpha, beta, omega, rho, rho_new, tolerance, ||b||, residual, initial residual;
     ``out[d]``: iterations, ``out[3 + d]``: converged; ``count``: allreduces, exchanges and
-    exchanged fields.  ``exchange_after``: the solution's ghosts exchanged at the end."""
+    exchanged fields.  ``exchange_after``: the solution's ghosts exchanged at the end.
+    ``ctl[C_NT] > 1``: on that many thread blocks (``part``: their partial sums)."""
     m = len(comps)
     if exchange_x:
         _many_exchange(ctl, hb, cells, plan, X, comps, count, m)
-    _many_iterate(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
-                  act, sc, out, count, ctl, hnd, hb, cells, plan, rb)
+    if ctl[C_NT] > 1:
+        _many_iterate_blocks(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol,
+                             max_iter, act, sc, out, count, ctl, hnd, hb, cells, plan, rb, part)
+    else:
+        _many_iterate(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
+                      act, sc, out, count, ctl, hnd, hb, cells, plan, rb)
     if exchange_after:
         _many_exchange(ctl, hb, cells, plan, X, comps, count, m)
 
@@ -884,6 +911,43 @@ def _many_iterate(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, 
             out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
 
 
+@nb.njit(cache=True)
+def _many_iterate_blocks(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
+                         act, sc, out, count, ctl, hnd, hb, cells, plan, rb, part):
+    """:func:`_many_iterate` on ``ctl[C_NT]`` thread blocks (:mod:`.blocks`): the same
+    phases, each one parallel region for every active component, a product fused with the
+    dot products that follow it."""
+    n = len(diag)
+    m = len(comps)
+    nt = ctl[C_NT]
+    R, R0, P, V, PH, SH = W[1], W[2], W[3], W[4], W[5], W[6]
+    T = W[0]
+    tb.many_start(indptr, indices, data, diag, invd, X, W, comps, nt, part, rb)
+    _many_reduce(ctl, hnd, rb, 2 * m, count)
+    _many_tolerances(comps, tol, rel_tol, act, sc, out, rb)
+    for it in range(1, max_iter + 1):
+        na = _many_beta(comps, act, sc)
+        if na == 0:
+            return
+        tb.many_p(P, R, V, sc[1], sc[2], invd, PH, comps, act, n, nt)
+        _many_exchange(ctl, hb, cells, plan, PH, comps, count, na)
+        tb.many_product_r0v(indptr, indices, data, PH, V, R0, comps, act, nt, part, rb)
+        _many_reduce(ctl, hnd, rb, m, count)
+        na = _many_alpha(comps, act, sc, out, rb)
+        tb.many_s(R, V, sc[0], invd, SH, comps, act, n, nt)
+        _many_exchange(ctl, hb, cells, plan, SH, comps, count, na)
+        tb.many_product_dot3(indptr, indices, data, SH, T, R, comps, act, nt, part, rb)
+        _many_reduce(ctl, hnd, rb, 3 * m, count)
+        _many_omega(comps, act, sc, out, rb, it)
+        tb.many_xr(X, PH, SH, R, T, sc[0], sc[2], R0, comps, act, n, nt, part, rb)
+        if _many_more(comps, act):
+            _many_reduce(ctl, hnd, rb, 2 * m, count)
+            _many_update(comps, act, sc, out, rb)
+    for d in comps:
+        if act[d]:
+            out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
+
+
 TAG_MANY = 7441
 
 
@@ -895,6 +959,9 @@ class LockstepPlan:
     def __init__(self, A, m: int, comm=None, addresses=None):
         self.ctl = np.zeros(N_C, dtype=np.int64)
         self.rb = np.zeros(2 * RBM)
+        nt = threads.blocks() if A.pattern.n_rows >= threads.LEVEL_MIN_ROWS else 1
+        self.ctl[C_NT] = nt
+        self.part = np.zeros((nt, RBM))  # the thread blocks' partial sums
         self.messages = self.nbytes = 0
         self._reqs = None
         if comm is None:
@@ -942,13 +1009,13 @@ def _self_handles_or_zeros() -> np.ndarray:
 
 def lockstep_plan(A, m: int, red: Reducer) -> LockstepPlan | None:
     """The compiled lockstep solve's plan for matrix ``A`` and ``m`` components, or None
-    where the Python path must run: threaded kernels bound, no C MPI functions, device-staged
+    where the Python path must run: no C MPI functions, device-staged
     fields or an exchanger without a pack layout.  Every rank of a parallel run decides the
     same (one set-up collective)."""
     if not red.parallel and not A.ex.neighbours:
         return LockstepPlan(A, m)
     ex = A.ex
-    ok = (not threads.threaded() and hasattr(ex, "send_cells")
+    ok = (hasattr(ex, "send_cells")
           and not getattr(getattr(ex, "space", None), "staged", False))
     addr = mpicall.addresses() if ok else None
     ok = addr is not None and red.parallel
@@ -969,7 +1036,7 @@ def _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current
     c[:] = 0
     _bicgstab_many_c(p.indptr, p.indices, A.data, A.diag, mws.invd, X, mws.w, comps,
                      tol, rel_tol, max_iter, mws.act, mws.sc, mws.out, c, plan.ctl, plan.hnd,
-                     plan.hb, plan.cells, plan.plan, plan.rb, not ghosts_current,
+                     plan.hb, plan.cells, plan.plan, plan.rb, plan.part, not ghosts_current,
                      exchange_after)
     st = red.stats
     st.calls += int(c[0])

@@ -23,6 +23,11 @@ import numba as nb
 # HALOFLOW_THREAD_MIN_ROWS overrides it, so that tests can run the threaded builds on a small
 # mesh (it changes speed only, never results beyond the order of threaded sums).
 MIN_ROWS = int(os.environ.get("HALOFLOW_THREAD_MIN_ROWS", 100_000))
+# rows of one AMG level (or one lockstep solve) from which a compiled solver that runs
+# threaded hands it to its thread blocks: a launch costs a few microseconds, a sweep over
+# 8 192 rows about 100.  Never more than MIN_ROWS, so that lowering it for tests reaches
+# the levels too.
+LEVEL_MIN_ROWS = min(MIN_ROWS, 8192)
 
 _KERNELS: list[tuple[dict, str, object, object]] = []
 _bound = {"threaded": False}  # what use_threads bound last: a kernel imported later follows
@@ -42,9 +47,15 @@ def kernel(fn):
 
 
 def threaded() -> bool:
-    """Whether the threaded builds are bound now (compiled solvers that loop serially step
-    aside then)."""
+    """Whether the threaded builds are bound now (compiled solvers then run their thread
+    blocks' kernels, :mod:`haloflow.linalg.blocks`)."""
     return _bound["threaded"]
+
+
+def blocks() -> int:
+    """Thread blocks a compiled solver splits its rows into: numba's threads while the
+    threaded builds are bound, else 1 (the serial loops)."""
+    return nb.get_num_threads() if _bound["threaded"] else 1
 
 
 def use_threads(threads: int, rows: int) -> bool:
@@ -55,3 +66,23 @@ def use_threads(threads: int, rows: int) -> bool:
     for module, name, serial, threaded in _KERNELS:
         module[name] = threaded if on else serial
     return on
+
+
+# the phases whose hot loops run on thread blocks when a rank is threaded: the pressure solve
+# (the AMG levels under LEVEL_MIN_ROWS rows and the coarsest solve excepted) and the momentum
+# solve; assembly, fluxes and halo exchanges run on one thread
+THREADED_PHASES = ("solve_p", "solve_U")
+
+
+def account(prof: dict, threads: int, on: bool) -> dict:
+    """profile.json's "threads": the seconds per step of the phases that use the threads,
+    their fraction of the step, and the speedup over one thread that fraction allows if
+    those phases scaled perfectly (Amdahl: an upper bound).  The measured efficiency needs
+    a one-thread run beside it: benchmarks/threads.py."""
+    steps = max(prof["steps"], 1)
+    step = prof["s_per_step"]
+    per = {k: prof["phases"][k]["mean"] / steps for k in THREADED_PHASES if k in prof["phases"]}
+    f = min(sum(per.values()) / step, 1.0) if on and step > 0 else 0.0
+    return {"threads": threads, "threaded": on, "min_rows": MIN_ROWS,
+            "level_min_rows": LEVEL_MIN_ROWS, "threaded_phases_s_per_step": per,
+            "threaded_fraction": f, "bound_speedup": 1.0 / ((1.0 - f) + f / threads)}

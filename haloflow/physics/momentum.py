@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..linalg.krylov import bicgstab, bicgstab_many
+from ..linalg.krylov import bicgstab, bicgstab_many, compiled_lockstep
 from ..linalg.matrix import DistMatrix
 from ..linalg.precond import SymmetricGaussSeidel
 from ..linalg.smoother import sgs
@@ -230,8 +230,10 @@ class Momentum:
     def predict(self, grad) -> list:
         """Solve for each component with the pressure gradient ``grad``; ghosts exchanged."""
         T = self.timers
-        if self.cfg.method == "bicgstab-jacobi" and not threads.threaded():
-            # every component in one lockstep solve (serial kernels only)
+        if self.cfg.method == "bicgstab-jacobi" and (
+                not threads.threaded()
+                or compiled_lockstep(self.M, len(self.comps), self.red, self.mws)):
+            # every component in one lockstep solve (threaded: compiled, on thread blocks)
             cfg = self.cfg
             with T("solve_U"):
                 momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned,

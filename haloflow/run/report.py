@@ -127,6 +127,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
     """Collective: the profile over the steps after the first; then rank 0 writes
     residuals.csv, profile.json and summary.json and returns the summary ({} elsewhere)."""
     from ..parallel import profile as profiling
+    from ..parallel import threads
 
     comm, solver = run.comm, run.solver
     root = comm.rank == 0
@@ -164,6 +165,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
                     "kernel_call_s": kernel_call_s},
         **({"balance": loop.balance} if loop.balance is not None else {}),
         **({"amg": amg_info} if amg_info else {})})
+    prof["threads"] = threads.account(prof, run.threads, run.threaded)
     profiling.write(outdir / "profile.json", prof)
     for line in profiling.table(prof):
         log(line)

@@ -154,13 +154,39 @@ def test_coarsest_cholesky_matches_superlu(dirichlet):
     assert np.abs(got - want).max() < 1e-12 * np.abs(want).max()
 
 
-def test_not_used_for_jacobi_or_threaded_runs(monkeypatch):
+def test_not_used_for_jacobi():
     lm, A, b, ws = _problem((8, 8, 1), True)
     amg = AMG(A, lm, Reducer(COMM))
     assert kcycle.compiled_solver(amg, K.pcg) is None
     assert kcycle.compiled_solver(amg, L.pipecg) is None
-    monkeypatch.setattr(kcycle.threads, "threaded", lambda: True)
-    assert kcycle.compiled_solver(amg, K.fcg) is None
+
+
+@pytest.mark.parametrize("method", [K.fcg, L.cg1])
+def test_thread_blocks_solve_as_one_thread(method, monkeypatch):
+    """On thread blocks (here 3 blocks on however many threads numba has: the blocks'
+    arithmetic does not depend on the threads that run them) the solve reaches the same
+    tolerance with about the same iterations, and its answer is one thread's to the
+    tolerance; the levels under ``LEVEL_MIN_ROWS`` rows stay serial."""
+    lm, A, b, ws = _problem((20, 20, 20), False)
+    ref = kcycle.compiled_solver(AMG(A, lm, Reducer(COMM)), method)
+    x1 = np.zeros(lm.n_cells)
+    i1 = ref.solve(b, x1, 1e-10, 100, ws)
+    monkeypatch.setattr(kcycle.threads, "blocks", lambda: 3)
+    monkeypatch.setattr(kcycle.threads, "LEVEL_MIN_ROWS", 1000)
+    amg = AMG(A, lm, Reducer(COMM))
+    fast = kcycle.compiled_solver(amg, method)
+    thr = fast.h[kcycle.H_THR]
+    assert fast.ctl[kcycle.NBLK] == 3
+    assert [t >= 0 for t in thr[:len(amg.levels)]] == [
+        lev.n >= 1000 and lev.next is not None for lev in amg.levels]
+    assert thr[0] >= 400  # 20^3 in natural order: rows 400 apart are coupled
+    x3 = np.zeros(lm.n_cells)
+    i3 = fast.solve(b, x3, 1e-10, 100, ws)
+    assert i1.converged and i3.converged and i3.res <= 1e-10
+    assert abs(i3.iters - i1.iters) <= 2
+    assert not np.array_equal(x1[:lm.n_owned], x3[:lm.n_owned])  # hybrid Gauss-Seidel
+    dx = x3[:lm.n_owned] - x3[:lm.n_owned].mean() - (x1[:lm.n_owned] - x1[:lm.n_owned].mean())
+    assert np.abs(dx).max() < 1e-8 * np.abs(x1).max()
 
 
 def _cavity(method, compiled, monkeypatch, steps=4, case="cavity", sets=None):

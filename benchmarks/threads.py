@@ -1,0 +1,111 @@
+"""Threads against ranks on the 3D lid-driven cavity: 1 x 1, 1 rank x 2 threads, 2 ranks x 1.
+
+Issue 21's figure: is a rank's second thread worth a second rank?  Runs the 3D cavity (all six
+faces walls, lid +x, dt 0.008, as benchmarks/scaling.py) in the three layouts taking turns,
+REPEAT times, and reports the median s/step (first step excluded) of each, the speedups over
+1 x 1 and the ratio 1x2 / 2x1 (the issue asks for at most 1.15), the threaded run's own
+account of its threads (profile.json "threads": the fraction of the step in thread-block
+kernels and the resulting efficiency estimate), and the machine's load before and after
+every run (1-minute load average and the busy fraction of the cores): threads wait for each
+other at every region's end, so a busy machine costs a threaded run more than two ranks, and
+only runs taken side by side on a quiet machine compare.
+
+    .venv/bin/python benchmarks/threads.py [--cells 64] [--steps 8] [--repeat 3]
+
+Writes benchmarks/results/threads.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from openfoam import busy, wait_quiet  # noqa: E402
+from scaling import case_sets  # noqa: E402
+
+LAYOUTS = ((1, 1), (1, 2), (2, 1))  # (ranks, threads per rank)
+
+
+def run(n: int, ranks: int, nthreads: int, steps: int, out: Path, extra: list[str],
+        quiet: tuple) -> dict:
+    exe = Path(sys.executable).parent
+    before = {"busy": wait_quiet(*quiet), "load1": os.getloadavg()[0]}
+    cmd = [str(exe / "mpiexec"), "-n", str(ranks), str(exe / "haloflow"), "run", "cavity",
+           "-o", str(out), "--quiet", "--steps", str(steps), "--threads", str(nthreads),
+           *case_sets(n, steps, extra)]
+    env = {**os.environ, "NUMBA_NUM_THREADS": str(nthreads)}
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    after = {"busy": busy(), "load1": os.getloadavg()[0]}
+    prof = json.loads((out / "profile.json").read_text())
+    summ = json.loads((out / "summary.json").read_text())
+    return {"s_per_step": (summ["loop_s"] - summ["first_step_s"]) / max(summ["steps"] - 1, 1),
+            "p_iters_mean": summ["p_iters_mean"], "threads": prof.get("threads"),
+            "before": before, "after": after}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cells", type=int, default=64, help="cells per edge (default 64)")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra case override for every run")
+    ap.add_argument("--busy", type=float, default=0.1,
+                    help="wait until the cores are at most this busy before a run")
+    ap.add_argument("--wait", type=float, default=120.0, help="longest wait for quiet (s)")
+    ap.add_argument("-o", default=str(ROOT / "benchmarks/results/threads.json"))
+    a = ap.parse_args()
+    runs = {lay: [] for lay in LAYOUTS}
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(a.repeat):
+            for r, t in LAYOUTS:
+                res = run(a.cells, r, t, a.steps, Path(tmp) / f"r{r}t{t}-{k}", a.set,
+                          (a.busy, a.wait))
+                runs[(r, t)].append(res)
+                print(f"repeat {k + 1}/{a.repeat}, {r} rank(s) x {t} thread(s): "
+                      f"{res['s_per_step']:.4f} s/step (load {res['before']['load1']:.1f} "
+                      f"before, {res['after']['load1']:.1f} after)", flush=True)
+    med = {lay: float(np.median([x["s_per_step"] for x in runs[lay]])) for lay in LAYOUTS}
+    base = med[(1, 1)]
+    doc = {"cells": a.cells ** 3, "steps": a.steps, "repeat": a.repeat, "overrides": a.set,
+           "machine": os.uname().nodename, "cpus": os.cpu_count(),
+           "layouts": {f"{r}x{t}": {
+               "ranks": r, "threads": t, "s_per_step_median": med[(r, t)],
+               "speedup": base / med[(r, t)],
+               "s_per_step": [x["s_per_step"] for x in runs[(r, t)]],
+               "p_iters_mean": [x["p_iters_mean"] for x in runs[(r, t)]],
+               "load_before": [x["before"] for x in runs[(r, t)]],
+               "load_after": [x["after"] for x in runs[(r, t)]],
+               "threads_profile": runs[(r, t)][-1]["threads"]} for r, t in LAYOUTS},
+           "threads_over_ranks": med[(1, 2)] / med[(2, 1)]}
+    Path(a.o).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.o).write_text(json.dumps(doc, indent=1))
+    print(f"\n{a.cells}^3 cavity, medians of {a.repeat} (first step excluded)")
+    print(f"{'layout':>8} {'s/step':>9} {'speedup':>8} {'p iters':>8} {'load':>10}")
+    for r, t in LAYOUTS:
+        xs = runs[(r, t)]
+        loads = [x["before"]["load1"] for x in xs]
+        print(f"{r}x{t:<6} {med[(r, t)]:9.4f} {base / med[(r, t)]:8.2f} "
+              f"{np.mean([x['p_iters_mean'] for x in xs]):8.2f} "
+              f"{min(loads):4.1f}-{max(loads):<4.1f}")
+    th = runs[(1, 2)][-1]["threads"]
+    if th:
+        print(f"1x2: {100 * th['threaded_fraction']:.0f} % of the step in thread-block "
+              f"kernels, speedup bound (Amdahl) {th['bound_speedup']:.2f}x at most")
+    print(f"1 rank x 2 threads / 2 ranks x 1 thread: {doc['threads_over_ranks']:.3f} "
+          f"(issue 21 asks for <= 1.15)")
+    print(f"wrote {a.o}")
+
+
+if __name__ == "__main__":
+    main()

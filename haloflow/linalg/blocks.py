@@ -1,0 +1,364 @@
+"""Thread-block kernels for the compiled solvers (:mod:`.kcycle`, the lockstep BiCGStab).
+
+Why: numba's threaded builds of single vector operations (:mod:`..parallel.threads`) made the
+compiled solvers step aside, so a threaded rank ran its solves from Python and paid a
+parallel launch for every small operation.  Here each kernel splits the rows into ``nt``
+contiguous blocks, one per thread (block ``t``: rows ``n t / nt`` to ``n (t + 1) / nt``,
+the same rows in every kernel, so a thread keeps touching the memory it touched before),
+and a fused phase (a whole lockstep update for all three velocity components, a product
+with its dot products) is one parallel region.  Reductions go through per-block partial
+sums added in block order, never atomics, so a result depends on the thread count only,
+not on scheduling.
+
+Gauss-Seidel is sequential, so across blocks it is Jacobi (hybrid Gauss-Seidel, as hypre's
+hybrid smoothers): each block sweeps its own rows in order, reading the other blocks' values
+as they were before the sweep (a snapshot of the rows within the matrix's bandwidth of a
+block boundary), exactly as a rank holds its ghost values fixed during a sweep.  Threaded
+results therefore differ from one thread's to within the solver tolerance, deterministically.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True)
+def bandwidth(indptr, indices, n) -> int:
+    """max |i - j| over the entries of the owned rows with owned columns (set-up)."""
+    bw = 0
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = np.int64(indices[k])
+            if j < n:
+                bw = max(bw, abs(j - i))
+    return bw
+
+
+@nb.njit(cache=True, parallel=True)
+def gs_blocks(indptr, indices, data, diag_pos, dl1, b, x, n, forward, nt, bw, xo):
+    """``amg.gs_sweep`` with the rows in ``nt`` blocks swept side by side, each reading the
+    other blocks' rows from the snapshot ``xo`` (taken here, rows within ``bw`` of a
+    boundary)."""
+    for t in range(1, nt):
+        c = n * t // nt
+        for i in range(max(c - bw, 0), min(c + bw + 1, n)):
+            xo[i] = x[i]
+    for t in nb.prange(nt):
+        lo = n * t // nt
+        hi = n * (t + 1) // nt
+        for q in range(hi - lo):
+            i = lo + q if forward else hi - 1 - q
+            s = b[i] + (dl1[i] - data[diag_pos[i]]) * x[i]
+            for k in range(indptr[i], indptr[i + 1]):
+                if k != diag_pos[i]:
+                    j = indices[k]
+                    if j < lo or (j >= hi and j < n):
+                        s -= data[k] * xo[j]
+                    else:
+                        s -= data[k] * x[j]
+            x[i] = s / dl1[i]
+
+
+@nb.njit(cache=True, parallel=True)
+def spmv(indptr, indices, data, x, y, nt):
+    """y = A x on the owned rows."""
+    n = len(indptr) - 1
+    for t in nb.prange(nt):
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            s = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                s += data[k] * x[indices[k]]
+            y[i] = s
+
+
+@nb.njit(cache=True, parallel=True)
+def residual(indptr, indices, data, x, b, r, nt):
+    """r = b - A x on the owned rows."""
+    n = len(indptr) - 1
+    for t in nb.prange(nt):
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            s = b[i]
+            for k in range(indptr[i], indptr[i + 1]):
+                s -= data[k] * x[indices[k]]
+            r[i] = s
+
+
+@nb.njit(cache=True, parallel=True)
+def prolong_add(agg, e, n, x, nt):
+    for t in nb.prange(nt):
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            x[i] += e[agg[i]]
+
+
+@nb.njit(cache=True)
+def _total(part, nt, k, out):
+    """out[:k] = the block partials summed in block order."""
+    for m in range(k):
+        s = 0.0
+        for t in range(nt):
+            s += part[t, m]
+        out[m] = s
+
+
+@nb.njit(cache=True, parallel=True)
+def kdots1(c, v, b, n, nt, part, out):
+    """``amg._kdots1`` into ``out[:5]``: c.v, c.b, b.b, v.v, b.v."""
+    for t in nb.prange(nt):
+        s0 = s1 = s2 = s3 = s4 = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            s0 += c[i] * v[i]
+            s1 += c[i] * b[i]
+            s2 += b[i] * b[i]
+            s3 += v[i] * v[i]
+            s4 += b[i] * v[i]
+        part[t, 0], part[t, 1], part[t, 2], part[t, 3], part[t, 4] = s0, s1, s2, s3, s4
+    _total(part, nt, 5, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def kdots2(d, v, w, r2, n, nt, part, out):
+    """``amg._kdots2`` into ``out[:3]``: d.v, d.w, d.r2."""
+    for t in nb.prange(nt):
+        s0 = s1 = s2 = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            s0 += d[i] * v[i]
+            s1 += d[i] * w[i]
+            s2 += d[i] * r2[i]
+        part[t, 0], part[t, 1], part[t, 2] = s0, s1, s2
+    _total(part, nt, 3, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def dot(a, b, n, nt, part, out):
+    """out[0] = a.b."""
+    for t in nb.prange(nt):
+        s = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            s += a[i] * b[i]
+        part[t, 0] = s
+    _total(part, nt, 1, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def dot2(a, b, c, d, n, nt, part, out):
+    """out[:2] = (a.b, c.d)."""
+    for t in nb.prange(nt):
+        s0 = s1 = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            s0 += a[i] * b[i]
+            s1 += c[i] * d[i]
+        part[t, 0], part[t, 1] = s0, s1
+    _total(part, nt, 2, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def axpy_into(out, b, a, v, n, nt):
+    for t in nb.prange(nt):
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            out[i] = b[i] - a * v[i]
+
+
+@nb.njit(cache=True, parallel=True)
+def combine(x, a, c, b, d, n, nt):
+    for t in nb.prange(nt):
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            x[i] = a * c[i] + b * d[i]
+
+
+@nb.njit(cache=True, parallel=True)
+def fcg_step(x, r, p, q, alpha, n, nt, part, out):
+    """x += alpha p; r -= alpha q; out[0] = r.r."""
+    for t in nb.prange(nt):
+        s = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            x[i] += alpha * p[i]
+            r[i] -= alpha * q[i]
+            s += r[i] * r[i]
+        part[t, 0] = s
+    _total(part, nt, 1, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def direction(z, beta, p, n, nt):
+    """p = z - beta p (FCG's new direction)."""
+    for t in nb.prange(nt):
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            p[i] = z[i] - beta * p[i]
+
+
+@nb.njit(cache=True, parallel=True)
+def cg1_step(x, r, p, s, alpha, n, nt, part, out):
+    """x += alpha p; r -= alpha s; out[:2] = (p.r, r.r)."""
+    for t in nb.prange(nt):
+        s0 = s1 = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            x[i] += alpha * p[i]
+            r[i] -= alpha * s[i]
+            s0 += p[i] * r[i]
+            s1 += r[i] * r[i]
+        part[t, 0], part[t, 1] = s0, s1
+    _total(part, nt, 2, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def cg1_dots(r, u, w, s, n, nt, part, out):
+    """out[:3] = (r.u, w.u, u.s)."""
+    for t in nb.prange(nt):
+        s0 = s1 = s2 = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            s0 += r[i] * u[i]
+            s1 += w[i] * u[i]
+            s2 += u[i] * s[i]
+        part[t, 0], part[t, 1], part[t, 2] = s0, s1, s2
+    _total(part, nt, 3, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def cg1_directions(u, w, beta, p, s, n, nt):
+    """p = u + beta p; s = w + beta s."""
+    for t in nb.prange(nt):
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            p[i] = u[i] + beta * p[i]
+            s[i] = w[i] + beta * s[i]
+
+
+# -- the lockstep BiCGStab of the velocity components (krylov._many_iterate) ------------------
+# Each phase handles every active component in one region; ``out`` gets the same layout of
+# partial sums as the serial ``krylov._bicg3_*`` kernels give, ``part`` holds the blocks'.
+
+@nb.njit(cache=True, parallel=True)
+def many_start(indptr, indices, data, diag, invd, X, W, comps, nt, part, out):
+    """``krylov._many_start``: D^-1, r = b - A x, r0 = r, p = v = 0, (r.r, b.b) per
+    component into ``out[2j:2j+2]``."""
+    n = len(diag)
+    m = len(comps)
+    B, R, R0, P, V = W[0], W[1], W[2], W[3], W[4]
+    for t in nb.prange(nt):
+        lo, hi = n * t // nt, n * (t + 1) // nt
+        for i in range(lo, hi):
+            invd[i] = 1.0 / diag[i]
+        for j in range(m):
+            d = comps[j]
+            x, b, r, r0, p, v = X[d], B[d], R[d], R0[d], P[d], V[d]
+            rr = 0.0
+            bb = 0.0
+            for i in range(lo, hi):
+                s = b[i]
+                for k in range(indptr[i], indptr[i + 1]):
+                    s -= data[k] * x[indices[k]]
+                r[i] = s
+                r0[i] = s
+                p[i] = 0.0
+                v[i] = 0.0
+                rr += s * s
+                bb += b[i] * b[i]
+            part[t, 2 * j] = rr
+            part[t, 2 * j + 1] = bb
+    _total(part, nt, 2 * m, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def many_p(P, R, V, beta, omega, invd, PH, comps, act, n, nt):
+    """``krylov._bicg3_p``: p = r + beta (p - omega v), phat = D^-1 p."""
+    for t in nb.prange(nt):
+        lo, hi = n * t // nt, n * (t + 1) // nt
+        for d in comps:
+            if act[d]:
+                b, w = beta[d], omega[d]
+                p, r, v, ph = P[d], R[d], V[d], PH[d]
+                for i in range(lo, hi):
+                    p[i] = r[i] + b * (p[i] - w * v[i])
+                    ph[i] = invd[i] * p[i]
+
+
+@nb.njit(cache=True)
+def _product_rows(indptr, indices, data, X, Y, comps, act, lo, hi):
+    """Y[d] = A X[d] on rows lo..hi-1 for the active components."""
+    for d in comps:
+        if act[d] == 1:
+            x, y = X[d], Y[d]
+            for i in range(lo, hi):
+                s = 0.0
+                for k in range(indptr[i], indptr[i + 1]):
+                    s += data[k] * x[indices[k]]
+                y[i] = s
+
+
+@nb.njit(cache=True, parallel=True)
+def many_product_r0v(indptr, indices, data, PH, V, R0, comps, act, nt, part, out):
+    """v = A phat, then ``out[j] = r0.v`` (``krylov._spmv_rows`` and ``_bicg3_r0v``)."""
+    n = len(indptr) - 1
+    m = len(comps)
+    for t in nb.prange(nt):
+        lo, hi = n * t // nt, n * (t + 1) // nt
+        _product_rows(indptr, indices, data, PH, V, comps, act, lo, hi)
+        for j in range(m):
+            d = comps[j]
+            s = 0.0
+            if act[d]:
+                r0, v = R0[d], V[d]
+                for i in range(lo, hi):
+                    s += r0[i] * v[i]
+            part[t, j] = s
+    _total(part, nt, m, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def many_s(R, V, alpha, invd, SH, comps, act, n, nt):
+    """``krylov._bicg3_s`` over r: s = r - alpha v, shat = D^-1 s."""
+    for t in nb.prange(nt):
+        lo, hi = n * t // nt, n * (t + 1) // nt
+        for d in comps:
+            if act[d]:
+                a = alpha[d]
+                s, v, sh = R[d], V[d], SH[d]
+                for i in range(lo, hi):
+                    s[i] = s[i] - a * v[i]
+                    sh[i] = invd[i] * s[i]
+
+
+@nb.njit(cache=True, parallel=True)
+def many_product_dot3(indptr, indices, data, SH, T, S, comps, act, nt, part, out):
+    """t = A shat, then ``out[3j:3j+3] = (t.s, t.t, s.s)`` (``krylov._bicg3_dot3``)."""
+    n = len(indptr) - 1
+    m = len(comps)
+    for t in nb.prange(nt):
+        lo, hi = n * t // nt, n * (t + 1) // nt
+        _product_rows(indptr, indices, data, SH, T, comps, act, lo, hi)
+        for j in range(m):
+            d = comps[j]
+            s1 = s2 = s3 = 0.0
+            if act[d]:
+                tt, s = T[d], S[d]
+                for i in range(lo, hi):
+                    s1 += tt[i] * s[i]
+                    s2 += tt[i] * tt[i]
+                    s3 += s[i] * s[i]
+            part[t, 3 * j], part[t, 3 * j + 1], part[t, 3 * j + 2] = s1, s2, s3
+    _total(part, nt, 3 * m, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def many_xr(X, PH, SH, R, T, alpha, omega, R0, comps, act, n, nt, part, out):
+    """``krylov._bicg3_xr`` with s in r: x += alpha phat + omega shat, r = s - omega t,
+    ``out[2j:2j+2] = (r0.r, r.r)``; ``act == 2``: x += alpha phat only."""
+    m = len(comps)
+    for t in nb.prange(nt):
+        lo, hi = n * t // nt, n * (t + 1) // nt
+        for j in range(m):
+            d = comps[j]
+            a, w = alpha[d], omega[d]
+            x, ph, sh, r, tt, r0 = X[d], PH[d], SH[d], R[d], T[d], R0[d]
+            s1 = s2 = 0.0
+            if act[d] == 2:
+                for i in range(lo, hi):
+                    x[i] += a * ph[i]
+            elif act[d]:
+                for i in range(lo, hi):
+                    x[i] += a * ph[i] + w * sh[i]
+                    r[i] = r[i] - w * tt[i]
+                    s1 += r0[i] * r[i]
+                    s2 += r[i] * r[i]
+            part[t, 2 * j], part[t, 2 * j + 1] = s1, s2
+    _total(part, nt, 2 * m, out)
