@@ -32,7 +32,7 @@ def test_2_ranks_x_2_threads_equal_serial(tmp_path):
         assert res.returncode == 0, f"--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
         runs[ranks] = (read_fields(out), json.loads((out / "summary.json").read_text()),
                        json.loads((out / "profile.json").read_text()))
-    (f1, s1, p1), (f2, s2, p2) = runs[1], runs[2]
+    (f1, s1, _), (f2, s2, p2) = runs[1], runs[2]
     assert (s2["ranks"], s2["threads"]) == (2, 2) and p2["threads"]["threaded"]
     assert p2["per_step"]["compiled_exchanges"] > 0  # the solves stayed compiled
     for k in ("U", "p"):
