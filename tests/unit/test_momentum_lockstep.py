@@ -86,3 +86,36 @@ def test_lockstep_equals_each_component_alone(cavity, monkeypatch, compiled, zer
     # one allreduce to start, then r0.v, (t.s, t.t, s.s) and (r0.r, r.r) per iteration while
     # a component goes on (the last only if one is left after the s check)
     assert 1 + 2 * max(i.iters for i in ref) <= calls <= 1 + 3 * max(i.iters for i in ref)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_lockstep_on_thread_blocks_equals_each_component_alone(cavity, monkeypatch, parallel):
+    """The compiled lockstep solve on 3 thread blocks (``linalg/blocks.py``; their arithmetic
+    does not depend on how many threads run them): the partial sums add in block order, so
+    the iterates equal the separate solves' to round-off, with the same iterations and as
+    many allreduces as on one block."""
+    s = cavity
+    mo, cfg = s.momentum, s.momentum.cfg
+    monkeypatch.setattr(s.red, "parallel", parallel)
+    monkeypatch.setattr(krylov.threads, "blocks", lambda: 3)
+    monkeypatch.setattr(krylov.threads, "LEVEL_MIN_ROWS", 1)
+    mo.mws.plan_key = None
+    rhs = np.zeros_like(s.U)
+    n = s.lm.n_owned
+    rhs[:, :n] = mo.b0[:, :n] - mo.vol[:n] * s.grad[:, :n]
+    U0 = s.U.copy()
+    U_ref, ref = _one_by_one(s, rhs, U0)
+    mo.mws.rhs[:] = rhs
+    U = U0.copy()
+    before = s.red.n_calls
+    infos = bicgstab_many(mo.M, U, mo.comps, cfg.tol, cfg.max_iter, s.red, mo.mws,
+                          cfg.rel_tol)
+    calls = s.red.n_calls - before
+    assert mo.mws.plan.ctl[krylov.C_NT] == 3
+    assert not np.array_equal(U[:, :n], U_ref[:, :n])  # the sums' order differs
+    assert np.abs(U[:, :n] - U_ref[:, :n]).max() < 1e-12 * np.abs(U_ref).max()
+    for a, b in zip(infos, ref, strict=True):
+        assert a.iters == b.iters and a.converged and b.converged
+        assert a.res == pytest.approx(b.res, rel=1e-6)
+    assert 1 + 2 * max(i.iters for i in ref) <= calls <= 1 + 3 * max(i.iters for i in ref)
+    mo.mws.plan_key = None  # the next test makes its own plan
