@@ -72,6 +72,63 @@ def spmv(indptr, indices, data, x, y, nt):
             y[i] = s
 
 
+@nb.njit(cache=True, inline="always")
+def _row(indptr, indices, data, x, i):
+    s = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        s += data[k] * x[indices[k]]
+    return s
+
+
+@nb.njit(cache=True, parallel=True)
+def spmv_dot2(indptr, indices, data, p, q, r, nt, part, out):
+    """q = A p, then out[:2] = (p.q, p.r) in the same region (FCG's product and sums)."""
+    n = len(indptr) - 1
+    for t in nb.prange(nt):
+        s0 = s1 = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            qi = _row(indptr, indices, data, p, i)
+            q[i] = qi
+            s0 += p[i] * qi
+            s1 += p[i] * r[i]
+        part[t, 0], part[t, 1] = s0, s1
+    _total(part, nt, 2, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def spmv_kdots1(indptr, indices, data, c, v, b, nt, part, out):
+    """v = A c, then ``kdots1``'s five sums in the same region."""
+    n = len(indptr) - 1
+    for t in nb.prange(nt):
+        s0 = s1 = s2 = s3 = s4 = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            vi = _row(indptr, indices, data, c, i)
+            v[i] = vi
+            s0 += c[i] * vi
+            s1 += c[i] * b[i]
+            s2 += b[i] * b[i]
+            s3 += vi * vi
+            s4 += b[i] * vi
+        part[t, 0], part[t, 1], part[t, 2], part[t, 3], part[t, 4] = s0, s1, s2, s3, s4
+    _total(part, nt, 5, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def spmv_kdots2(indptr, indices, data, d, w, v, r2, nt, part, out):
+    """w = A d, then ``kdots2``'s three sums in the same region."""
+    n = len(indptr) - 1
+    for t in nb.prange(nt):
+        s0 = s1 = s2 = 0.0
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            wi = _row(indptr, indices, data, d, i)
+            w[i] = wi
+            s0 += d[i] * v[i]
+            s1 += d[i] * wi
+            s2 += d[i] * r2[i]
+        part[t, 0], part[t, 1], part[t, 2] = s0, s1, s2
+    _total(part, nt, 3, out)
+
+
 @nb.njit(cache=True, parallel=True)
 def residual(indptr, indices, data, x, b, r, nt):
     """r = b - A x on the owned rows."""
@@ -99,34 +156,6 @@ def _total(part, nt, k, out):
         for t in range(nt):
             s += part[t, m]
         out[m] = s
-
-
-@nb.njit(cache=True, parallel=True)
-def kdots1(c, v, b, n, nt, part, out):
-    """``amg._kdots1`` into ``out[:5]``: c.v, c.b, b.b, v.v, b.v."""
-    for t in nb.prange(nt):
-        s0 = s1 = s2 = s3 = s4 = 0.0
-        for i in range(n * t // nt, n * (t + 1) // nt):
-            s0 += c[i] * v[i]
-            s1 += c[i] * b[i]
-            s2 += b[i] * b[i]
-            s3 += v[i] * v[i]
-            s4 += b[i] * v[i]
-        part[t, 0], part[t, 1], part[t, 2], part[t, 3], part[t, 4] = s0, s1, s2, s3, s4
-    _total(part, nt, 5, out)
-
-
-@nb.njit(cache=True, parallel=True)
-def kdots2(d, v, w, r2, n, nt, part, out):
-    """``amg._kdots2`` into ``out[:3]``: d.v, d.w, d.r2."""
-    for t in nb.prange(nt):
-        s0 = s1 = s2 = 0.0
-        for i in range(n * t // nt, n * (t + 1) // nt):
-            s0 += d[i] * v[i]
-            s1 += d[i] * w[i]
-            s2 += d[i] * r2[i]
-        part[t, 0], part[t, 1], part[t, 2] = s0, s1, s2
-    _total(part, nt, 3, out)
 
 
 @nb.njit(cache=True, parallel=True)

@@ -415,8 +415,7 @@ def _k_first(h, d0, cnt, i):
     sm = _sums(h)
     nt = _blocks(h, i)
     if nt:
-        tb.spmv(ip, ix, data, c, v, nt)
-        tb.kdots1(c, v, b, n, nt, h[H_PART], sm)
+        tb.spmv_kdots1(ip, ix, data, c, v, b, nt, h[H_PART], sm)
     else:
         spmv(ip, ix, data, c, v)
         sm[:5] = _kdots1(c, v, b, n)
@@ -471,8 +470,7 @@ def _k_second(h, d0, cnt, i):
     _exchange(h, cnt, i, d)
     sm = _sums(h)
     if nt:
-        tb.spmv(ip, ix, data, d, w, nt)
-        tb.kdots2(d, v, w, r2, n, nt, h[H_PART], sm)
+        tb.spmv_kdots2(ip, ix, data, d, w, v, r2, nt, h[H_PART], sm)
     else:
         spmv(ip, ix, data, d, w)
         sm[:3] = _kdots2(d, v, w, r2, n)
@@ -621,6 +619,20 @@ def _top_matvec(h, d0, cnt, x, y):
 
 
 @nb.njit(cache=True)
+def _top_matvec_dots(h, d0, cnt, p, q, r, n):
+    """``_top_matvec`` (q = A p), then (p.q, p.r); one region on thread blocks."""
+    nt = _blocks(h, 0)
+    if not nt:
+        _top_matvec(h, d0, cnt, p, q)
+        return _dot2(h, p, q, p, r, n)
+    ip, ix, data, dp, dl1 = _level(h, d0, 0)
+    _exchange(h, cnt, 0, p, True)
+    sm = h[H_PART][nt]
+    tb.spmv_dot2(ip, ix, data, p, q, r, nt, h[H_PART], sm)
+    return sm[0], sm[1]
+
+
+@nb.njit(cache=True)
 def _top_residual(h, d0, cnt, x, b, r):
     ip, ix, data, dp, dl1 = _level(h, d0, 0)
     _exchange(h, cnt, 0, x, True)
@@ -664,8 +676,7 @@ def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
     _apply(h, d0, lu, ctl, cnt, r, z)
     p[:n] = z[:n]
     for it in range(1, max_iter + 1):
-        _top_matvec(h, d0, cnt, p, q)
-        pq, pr = _dot2(h, p, q, p, r, n)
+        pq, pr = _top_matvec_dots(h, d0, cnt, p, q, r, n)
         pq, pr = _sum2(h, cnt, pq, pr)
         out[0] = it
         if pq <= 0.0:
