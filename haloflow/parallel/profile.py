@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from time import perf_counter
+from time import perf_counter, process_time, thread_time
 
 import numpy as np
 
@@ -41,6 +41,9 @@ def rank_record(lmesh, timers, exchangers, reduce_stats, loop_s: float) -> dict:
         "phases": timers.as_dict(), "halo": halo,
         "allreduce": {"calls": int(reduce_stats.calls), "seconds": float(reduce_stats.seconds),
                       "compiled": int(reduce_stats.compiled)},
+        # CPU seconds so far of the whole process and of the thread running the loop (its
+        # thread blocks' critical path where other threads share the work: threads.account)
+        "cpu_s": process_time(), "main_thread_cpu_s": thread_time(),
     }
 
 
@@ -58,6 +61,8 @@ def since(record: dict, earlier: dict) -> dict:
     out["halo"] = {k: record["halo"][k] - earlier["halo"][k] for k in HALO_KEYS}
     out["allreduce"] = {k: record["allreduce"][k] - earlier["allreduce"][k]
                         for k in REDUCE_KEYS}
+    for k in ("cpu_s", "main_thread_cpu_s"):
+        out[k] = record[k] - earlier[k]
     return out
 
 
@@ -150,6 +155,8 @@ def summarise(records: list[dict], steps: int, iterations: dict, extra: dict | N
         "halo": halo,
         "allreduce": red,
         "compute_s": _spread(compute),
+        "cpu_s": _spread([r["cpu_s"] for r in records]),
+        "main_thread_cpu_s": _spread([r["main_thread_cpu_s"] for r in records]),
         "imbalance": float(compute.max() / compute.mean()) if compute.mean() > 0 else 1.0,
         "comm_fraction": float(comm_s.mean() / loop.mean()) if loop.mean() > 0 else 0.0,
         "per_step": {

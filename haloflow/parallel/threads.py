@@ -76,13 +76,21 @@ THREADED_PHASES = ("solve_p", "solve_U")
 
 def account(prof: dict, threads: int, on: bool) -> dict:
     """profile.json's "threads": the seconds per step of the phases that use the threads,
-    their fraction of the step, and the speedup over one thread that fraction allows if
-    those phases scaled perfectly (Amdahl: an upper bound).  The measured efficiency needs
-    a one-thread run beside it: benchmarks/threads.py."""
+    their fraction of the step and the speedup that fraction allows if those phases scaled
+    perfectly (Amdahl: an upper bound); and, from CPU times, which a busy machine distorts
+    far less than wall time, the process's CPU seconds per step (the work of all threads)
+    and those of the thread running the loop (the serial parts plus its own block: the
+    critical path where waiting threads sleep).  ``utilisation`` = work / (threads x
+    critical path): the share of the threads' time spent working.  The speedup over one
+    thread is one thread's work over this critical path: benchmarks/threads.py."""
     steps = max(prof["steps"], 1)
     step = prof["s_per_step"]
     per = {k: prof["phases"][k]["mean"] / steps for k in THREADED_PHASES if k in prof["phases"]}
     f = min(sum(per.values()) / step, 1.0) if on and step > 0 else 0.0
+    work = prof["cpu_s"]["mean"] / steps
+    path = prof["main_thread_cpu_s"]["mean"] / steps
     return {"threads": threads, "threaded": on, "min_rows": MIN_ROWS,
             "level_min_rows": LEVEL_MIN_ROWS, "threaded_phases_s_per_step": per,
-            "threaded_fraction": f, "bound_speedup": 1.0 / ((1.0 - f) + f / threads)}
+            "threaded_fraction": f, "bound_speedup": 1.0 / ((1.0 - f) + f / threads),
+            "cpu_s_per_step": work, "main_thread_cpu_s_per_step": path,
+            "utilisation": work / (threads * path) if path > 0 else 1.0}

@@ -180,3 +180,7 @@ def test_3d_cavity_on_thread_blocks_equals_1_thread_and_repeats(tmp_path):
     th = p2["threads"]
     assert th["threads"] == 2 and 0.0 < th["threaded_fraction"] <= 1.0
     assert 1.0 < th["bound_speedup"] <= 2.0
+    # CPU time: the second thread did part of the work; on one thread there is no other
+    assert 0.5 < th["utilisation"] <= 1.05 and th["main_thread_cpu_s_per_step"] > 0
+    assert th["cpu_s_per_step"] > 1.05 * th["main_thread_cpu_s_per_step"]  # a second worker
+    assert 0.9 < p1["threads"]["utilisation"] < 1.1
