@@ -24,10 +24,15 @@ import numba as nb
 # mesh (it changes speed only, never results beyond the order of threaded sums).
 MIN_ROWS = int(os.environ.get("HALOFLOW_THREAD_MIN_ROWS", 100_000))
 # rows of one AMG level (or one lockstep solve) from which a compiled solver that runs
-# threaded hands it to its thread blocks: a launch costs a few microseconds, a Gauss-Seidel
-# sweep over 8 192 rows of a 7-point Laplacian 65 (one thread, this machine).  Never more
-# than MIN_ROWS, so that lowering it for tests reaches the levels too.
-LEVEL_MIN_ROWS = min(MIN_ROWS, 8192)
+# threaded hands it to its thread blocks.  A Gauss-Seidel sweep over 8 192 rows of a 7-point
+# Laplacian takes 65 us on one thread here and a launch a few, but every region is a point
+# where a thread waits for (or wakes) the other, and the coarser levels are visited most
+# often: on the 64^3 cavity at 32 768 (levels of 262 144 and 65 536 rows threaded) the loop
+# thread's CPU per step was 0.316 s against 0.329 at 8 192 (level of 16 399 rows too) and
+# 0.358 at 100 000 (one thread: 0.467; loaded machine, medians of 6), and the 16 399-row
+# level alone makes more halo exchanges (a proxy for its regions) than the two finer levels
+# together.  Never more than MIN_ROWS, so that lowering it for tests reaches the levels too.
+LEVEL_MIN_ROWS = min(MIN_ROWS, 32768)
 
 _KERNELS: list[tuple[dict, str, object, object]] = []
 _bound = {"threaded": False}  # what use_threads bound last: a kernel imported later follows
