@@ -78,21 +78,33 @@ def compare(a, runs, w, hs, shm) -> list[dict]:
     cores = os.cpu_count() or 1
     rows = []
     for (name, p), got in sorted(runs.items(), key=lambda kv: (kv[0][0] != "shm", kv[0])):
+        added = None
         if name == "shm":
             pred = M.predict(w, hs[p], shm, shm, cores)
         else:
-            pred = M.predict(w, hs[p], M.network(name), shm, M.Layout(a.ranks_per_node))
+            lay = M.Layout(a.ranks_per_node)
+            pred = M.predict(w, hs[p], M.network(name), shm, lay)
+            here = M.predict(w, hs[p], shm, shm, lay)
+            median_run = sorted(got)[len(got) // 2][1]
+            em = json.loads((median_run / "profile.json").read_text()).get("emulation", {})
+            # what emulation added against what the model says the network adds: a check
+            # of the accounting that load on the machine does not blur
+            added = {"emulated_s": em.get("added_s_per_step"),
+                     "predicted_s": pred.step_s - here.step_s,
+                     "compiled_unmatched": em.get("compiled_unmatched")}
         meas = np.array([s for s, _ in got])
         err = 100 * (pred.step_s / np.median(meas) - 1)
         rows.append({"network": name, "ranks": p, "ranks_per_node": a.ranks_per_node,
                      "measured_median_s": float(np.median(meas)), "measured_s": meas.tolist(),
                      "predicted_s": pred.step_s, "error_percent": err,
                      "compute_s": pred.compute_s, "halo_s": pred.halo_s,
-                     "reduce_s": pred.reduce_s, "gather_s": pred.gather_s})
+                     "reduce_s": pred.reduce_s, "gather_s": pred.gather_s, "added": added})
         print(f"{name}, {p} rank(s): measured {np.median(meas):.4f} s/step (median of "
               f"{len(meas)}, {meas.min():.4f}..{meas.max():.4f}), predicted {pred.step_s:.4f} "
               f"({err:+.1f} %): compute {pred.compute_s:.4f}, halo {pred.halo_s:.4f}, "
-              f"reductions {pred.reduce_s:.4f}, gathers {pred.gather_s:.4f}")
+              f"reductions {pred.reduce_s:.4f}, gathers {pred.gather_s:.4f}" + (
+                  f"; network time added per step: emulated {added['emulated_s']:.4f}, "
+                  f"predicted {added['predicted_s']:.4f}" if added else ""))
     return rows
 
 

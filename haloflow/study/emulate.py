@@ -20,6 +20,7 @@ allreduce timers and, in total, in ``added_s``.
 from __future__ import annotations
 
 import math
+import os
 from time import perf_counter
 
 import numpy as np
@@ -32,6 +33,7 @@ HEAD = 8  # then NKEYS (key, delay) pairs: a compiled request group's address an
 MAX_KEYS = 4096
 SMALL = 64  # allreduce waits for 1..SMALL doubles, then the sizes of allgathers
 GATHER_SIZES = 48  # allgather waits at 2**k bytes, k = 0 .. GATHER_SIZES - 1
+POLLS_BEFORE_YIELD = 1000  # as MPICH's progress loop (MPIR_CVAR_POLLS_BEFORE_YIELD)
 
 
 def _stages(n: int) -> int:
@@ -82,12 +84,17 @@ class Emulation:
 
     # -- waiting -------------------------------------------------------------------------
     def wait(self, seconds: float, messages: int = 1) -> float:
-        """Busy-wait ``seconds``; returns them (for the caller's timer)."""
+        """Wait ``seconds`` polling, as MPICH waits (a busy loop that yields the core every
+        ``POLLS_BEFORE_YIELD`` polls); returns them (for the caller's timer)."""
         if seconds <= 0.0:
             return 0.0
         end = perf_counter() + seconds
+        polls = 0
         while perf_counter() < end:
-            pass
+            polls += 1
+            if polls == POLLS_BEFORE_YIELD:
+                os.sched_yield()
+                polls = 0
         self.state[ADDED] += seconds
         self.state[DELAYED] += messages
         return seconds

@@ -16,7 +16,7 @@ from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
 from ..parallel import mpicall
-from .emulate import ADDED, DELAYED, HEAD, MATCHED, NKEYS, SMALL, UNMATCHED
+from .emulate import ADDED, DELAYED, HEAD, MATCHED, NKEYS, POLLS_BEFORE_YIELD, SMALL, UNMATCHED
 
 
 def _pointer(kind):
@@ -37,6 +37,19 @@ def _pointer(kind):
 f64_at, i64_at, i32_at = _pointer(types.float64), _pointer(types.int64), _pointer(types.int32)
 
 
+call_yield = mpicall.c_function("")  # sched_yield()
+
+
+def sched_yield_address() -> int:
+    """libc's sched_yield: a waiting rank polls as MPICH does, giving its core to whoever
+    else is ready every ``POLLS_BEFORE_YIELD`` polls."""
+    import ctypes
+    import ctypes.util
+
+    fn = ctypes.CDLL(ctypes.util.find_library("c")).sched_yield
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
 def wrappers(real: dict, em, handle_width: int) -> dict:
     """Addresses of the wrapped ``waitall``, ``allreduce`` and ``allgatherv`` for emulation
     ``em`` (a ``study.emulate.Emulation``; its arrays must outlive the wrappers)."""
@@ -45,6 +58,7 @@ def wrappers(real: dict, em, handle_width: int) -> dict:
     rtab, gtab, ngather = em.reduce_table.ctypes.data, em.gather_table.ctypes.data, \
         len(em.gather_table)
     ts, clock, cid = em.ts.ctypes.data, real["clock"], mpicall.CLOCK_MONOTONIC
+    yield_fn = sched_yield_address()
     waitall_fn, allreduce_fn, allgatherv_fn = real["waitall"], real["allreduce"], \
         real["allgatherv"]
     nranks = len(em.nodes)
@@ -60,8 +74,12 @@ def wrappers(real: dict, em, handle_width: int) -> dict:
         s = carray(f64_at(state), nstate)
         if seconds > 0.0:
             end = now() + seconds
+            polls = 0
             while now() < end:
-                pass
+                polls += 1
+                if polls == POLLS_BEFORE_YIELD:
+                    call_yield(yield_fn)
+                    polls = 0
             s[ADDED] += seconds
             s[DELAYED] += 1.0
 

@@ -50,6 +50,17 @@ class ModelError(ValueError):
     """A profile or network the model cannot use; the message says which and why."""
 
 
+def shm_cache():
+    """Where this machine's shared-memory curve is cached (``haloflow predict`` measures it
+    on first use)."""
+    import os
+    import platform
+    from pathlib import Path
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "haloflow"
+    return cache / f"shm-{platform.node()}.out"
+
+
 # -- networks -----------------------------------------------------------------------------------
 
 @dataclass

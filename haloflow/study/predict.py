@@ -114,10 +114,9 @@ def shm_curve(path: Path | None) -> M.Curve:
         c = M.Curve.from_netpipe(path)
         c.name = "shm"
         return c
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "haloflow"
-    out = cache / f"shm-{platform.node()}.out"
+    out = M.shm_cache()
     if not out.exists():
-        cache.mkdir(parents=True, exist_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
         mpiexec = Path(sys.executable).parent / "mpiexec"
         cmd = [str(mpiexec), "-n", "2", sys.executable, "-m", "haloflow", "netpipe", "--quiet",
                "--max", "4M", "--perturb", "0", "--trial-time", "0.02", "-o", str(out)]
