@@ -13,6 +13,8 @@ emulated node (the model told the same layout).
         -o benchmarks/results/model_check_3d.json
     .venv/bin/python benchmarks/model_check.py --cells 128 --ranks 1,2 \\
         --networks gige-tcp,infiniband-sdr,tcp.out -o benchmarks/results/model_check_net.json
+    .venv/bin/python benchmarks/model_check.py --ranks 1,2,3,4 --networks shm,gige-tcp \\
+        --extrap --extrap-cmd /tmp/extrap/bin/extrap   # Extra-P beside it (optional)
 """
 
 from __future__ import annotations
@@ -119,6 +121,10 @@ def main() -> None:
                     help="shm (plain runs) and/or networks to emulate: presets or .out files")
     ap.add_argument("--ranks-per-node", type=int, default=1,
                     help="ranks per emulated node (default 1)")
+    ap.add_argument("--extrap", action="store_true",
+                    help="also fit Extra-P to the measurements (benchmarks/extrap_fit.py; "
+                         "skipped when its extrap command is absent)")
+    ap.add_argument("--extrap-cmd", help="Extra-P's extrap command (default: on PATH)")
     ap.add_argument("--shm", type=Path, help="shared-memory NetPIPE curve (default: cached)")
     ap.add_argument("-o", default=str(ROOT / "benchmarks/results/model_check.json"))
     a = ap.parse_args()
@@ -135,6 +141,15 @@ def main() -> None:
     doc = {"cells": a.cells ** a.dims, "dims": a.dims, "steps": a.steps, "repeat": a.repeat,
            "calibration": "median 1-rank run", "machine": os.uname().nodename,
            "cpus": os.cpu_count(), "rows": rows}
+    if a.extrap:
+        import extrap_fit  # beside this script
+
+        exe = extrap_fit.find(a.extrap_cmd)
+        if exe is None:
+            print("Extra-P's extrap command not found (pip install extrap in a separate "
+                  "environment, then --extrap-cmd PATH): skipped")
+        else:
+            doc["extrap"] = extrap_fit.compare(exe, rows)
     Path(a.o).write_text(json.dumps(doc, indent=1))
     print(f"wrote {a.o}")
 

@@ -59,3 +59,14 @@ def test_waits_are_counted():
     assert em.wait(2e-4, 3) == 2e-4
     rec = em.record()
     assert rec["added_s"] == pytest.approx(2e-4) and rec["delayed"] == 3
+
+
+def test_unknown_emulated_network_is_one_line(tmp_path, capsys):
+    from haloflow.cli import main
+
+    for spec in ("token-ring", str(tmp_path / "missing.out")):
+        with pytest.raises(SystemExit) as e:
+            main(["run", "cavity", "--emulate-network", spec, "-o", str(tmp_path / "r"),
+                  "--quiet"])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and "emulate_network" in err and err.count("\n") == 1, err
