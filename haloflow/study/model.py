@@ -17,7 +17,10 @@ Python layer.  For P ranks the model adds
 
 and reports time per step, speedup and efficiency against its own 1-rank figure.  Networks
 are curves (seconds of a one-way transfer vs message size): NetPIPE ``.out`` files, or the
-Hockney line ``latency + bytes / bandwidth`` for presets from published measurements.  The
+Hockney line ``latency + bytes / bandwidth`` for presets from published measurements, with
+LogGP's host overhead o per message and byte (back-to-back messages overlap the latency no
+CPU spends; the stack share reports it).  Other machines' cores and memory bandwidth:
+``study/node.py``.  The
 ranks' halos come from partitioning the real mesh with the case's own method (exact message
 sizes and neighbours); where the mesh is not at hand, from a structured process grid.
 Assumptions and where the model is known to be wrong: docs/model.md.
