@@ -40,7 +40,7 @@ class Requests:
         """``sends``/``recvs``: (peer, float64 buffer) pairs; receives first, as the
         halo strategies order them."""
         first = len(self.reqs)
-        if emulation.ACTIVE is not None:
+        if emulation.on(self.comm) is not None:
             self._groups.append((first, [q for q, _ in sends], [b.nbytes for _, b in sends]))
         self.reqs += [self.comm.Recv_init([b, MPI.DOUBLE], q, tag) for q, b in recvs]
         self.reqs += [self.comm.Send_init([b, MPI.DOUBLE], q, tag) for q, b in sends]
@@ -52,7 +52,7 @@ class Requests:
         self.statuses = np.zeros(max(1, len(self.reqs)) * mpicall.status_bytes(), np.uint8)
         self._finalizer = weakref.finalize(self, _free, list(self.reqs))
         for first, peers, nbytes in self._groups:
-            emulation.register(self.address(first), peers, nbytes)
+            emulation.register(self.comm, self.address(first), peers, nbytes)
 
     def address(self, first: int) -> int:
         return self.handles.ctypes.data + first * self.handles.itemsize

@@ -85,14 +85,11 @@ def install(comm, spec: str, nodes) -> object:
 
     net = network(spec)
     em = Emulation(net, local_curve(comm) if comm.size > 1 else net, nodes, comm.rank)
-    real = mpicall.addresses()
+    real = mpicall.library_addresses()
     if real is not None and comm.size > 1:
-        from mpi4py import MPI
-
         from ..study.emulate_c import wrappers
 
-        width = mpicall.handle(MPI.COMM_WORLD).dtype.itemsize
-        mpicall.wrap(wrappers(real, em, width))
+        mpicall.wrap(wrappers(real, em, mpicall.handle(comm)))
     ACTIVE = em
     return em
 
@@ -106,13 +103,24 @@ def uninstall() -> None:
     ACTIVE = None
 
 
-def exchange_delay(peers, nbytes) -> float:
-    """Seconds an exchange of ``nbytes`` to ``peers`` waits (0 without emulation)."""
-    return 0.0 if ACTIVE is None else ACTIVE.exchange_delay(peers, nbytes)
+def on(comm):
+    """The emulation for messages on ``comm``: the run's, if ``comm`` spans its ranks (a
+    communicator of one rank, or any other, is never delayed); else None."""
+    if ACTIVE is None or comm.size != len(ACTIVE.nodes) or comm.size < 2:
+        return None
+    return ACTIVE
 
 
-def register(address: int, peers, nbytes) -> None:
+def exchange_delay(comm, peers, nbytes) -> float:
+    """Seconds an exchange of ``nbytes`` to ``peers`` on ``comm`` waits (0 without
+    emulation)."""
+    em = on(comm)
+    return 0.0 if em is None else em.exchange_delay(peers, nbytes)
+
+
+def register(comm, address: int, peers, nbytes) -> None:
     """A request group compiled code completes with MPI_Waitall: its first handle's address,
-    and the peers and sizes of the messages it sends."""
-    if ACTIVE is not None:
-        ACTIVE.register(address, ACTIVE.exchange_delay(peers, nbytes))
+    and the peers and sizes of the messages it sends on ``comm``."""
+    em = on(comm)
+    if em is not None:
+        em.register(address, em.exchange_delay(peers, nbytes))

@@ -42,7 +42,7 @@ class Reducer:
         self.stats = ReduceStats() if stats is None else stats
         self._bufs = {}  # n -> (send, receive) buffers, allocated once per size
         self._pending = {}  # n -> PendingSum, its buffers allocated once per size
-        self._emu = emulation.ACTIVE if self.parallel else None  # an emulated network
+        self._emu = emulation.on(comm)  # an emulated network's waits, or None
 
     @property
     def n_calls(self) -> int:

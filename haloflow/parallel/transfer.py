@@ -36,8 +36,8 @@ class PointToPoint:
         self.reqs = [comm.Recv_init(b, q, tag) for q, b in recvs]
         self.reqs += [comm.Send_init(b, q, tag) for q, b in sends]
         self._free = weakref.finalize(self, _free, list(self.reqs))
-        self._emu = emulation.ACTIVE
-        self._delay = emulation.exchange_delay([q for q, _ in sends],
+        self._emu = emulation.on(comm)
+        self._delay = emulation.exchange_delay(comm, [q for q, _ in sends],
                                                [np.asarray(b).nbytes for _, b in sends])
 
     def run(self) -> None:
@@ -83,7 +83,7 @@ class AllPieces:
         self.parallel = comm.size > 1
         self._spec = (self.counts.tolist(), self.displs.tolist())
         self.calls, self.seconds, self.bytes = 0, 0.0, 0
-        self._emu = emulation.ACTIVE if self.parallel else None
+        self._emu = emulation.on(comm)
 
     def allgather(self, piece: np.ndarray, whole: np.ndarray) -> None:
         """``whole[:total]`` = every rank's ``piece`` (float64), in rank order."""

@@ -50,10 +50,13 @@ def sched_yield_address() -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
-def wrappers(real: dict, em, handle_width: int) -> dict:
+def wrappers(real: dict, em, run_comm) -> dict:
     """Addresses of the wrapped ``waitall``, ``allreduce`` and ``allgatherv`` for emulation
-    ``em`` (a ``study.emulate.Emulation``; its arrays must outlive the wrappers)."""
-    H = types.int32 if handle_width == 4 else types.int64
+    ``em`` (a ``study.emulate.Emulation``; its arrays must outlive the wrappers); collectives
+    wait only on ``run_comm`` (the run's communicator's handle, a numpy integer of the MPI
+    library's handle width)."""
+    H = types.int32 if run_comm.dtype.itemsize == 4 else types.int64
+    run = int(run_comm)
     state, nstate = em.state.ctypes.data, len(em.state)
     rtab, gtab, ngather = em.reduce_table.ctypes.data, em.gather_table.ctypes.data, \
         len(em.gather_table)
@@ -99,6 +102,8 @@ def wrappers(real: dict, em, handle_width: int) -> dict:
     @cfunc(types.int32(types.int64, types.int64, types.int32, H, H, H))
     def allreduce(send, recv, count, dtype, op, comm):
         rc = mpicall.call_allreduce(allreduce_fn, send, recv, count, dtype, op, comm)
+        if comm != run:
+            return rc
         spin(carray(f64_at(rtab), SMALL)[min(max(count, 1), SMALL) - 1])
         return rc
 
@@ -107,6 +112,8 @@ def wrappers(real: dict, em, handle_width: int) -> dict:
     def allgatherv(send, n, stype, recv, counts, displs, rtype, comm):
         rc = mpicall.call_allgatherv(allgatherv_fn, send, n, stype, recv, counts, displs, rtype,
                                      comm)
+        if comm != run:
+            return rc
         c = carray(i32_at(counts), nranks)
         total = 0.0
         for i in range(nranks):

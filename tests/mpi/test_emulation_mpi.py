@@ -63,6 +63,10 @@ def test_emulated_exchanges_wait_what_the_network_adds(nranks):
         assert red.sum(1.0, 2.0) == (2.0, 4.0)
         assert em.state[ADDED] - before == pytest.approx(em.allreduce_delay(16), rel=1e-9)
         assert em.allreduce_delay(16) > 40e-6
+        before = em.state[ADDED]
+        alone = Reducer(MPI.COMM_SELF)  # a rank by itself crosses no network
+        assert alone.sum(3.0) == (3.0,) and em.state[ADDED] == before
+        assert emulation.on(MPI.COMM_SELF) is None
     finally:
         emulation.uninstall()
     assert halo.make("packed", lm, comm)._emu is None  # off again: no hook

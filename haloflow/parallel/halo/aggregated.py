@@ -118,7 +118,8 @@ class _Buffers:
         c[TS_ADDR] = c.ctypes.data + 8 * TS
         c[N_NB], c[N_OWNED], c[RECV_OFF] = len(ex.neighbours), ex.n_owned, s
         c[MSGS_PER], c[BYTES_PER] = len(ex.neighbours), 8 * s
-        emulation.register(self.handles.ctypes.data, ex.neighbours, 8 * m * ex.send_counts)
+        emulation.register(ex.comm, self.handles.ctypes.data, ex.neighbours,
+                           8 * m * ex.send_counts)
 
 
 class AggregatedExchanger(Exchanger):

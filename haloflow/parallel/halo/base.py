@@ -80,7 +80,7 @@ class Exchanger:
         self.n_send = int(self.send_ptr[-1])  # S2: boundary values sent per field
         self.n_recv = int(self.recv_ptr[-1])  # ghosts filled per field
         self._bufs: dict = {}
-        self._emu = emulation.ACTIVE  # an emulated network's waits (None: a real one)
+        self._emu = emulation.on(comm)  # an emulated network's waits (None: a real one)
         self._emu_delay: dict = {}
 
     def _emulate(self, m: int) -> None:
