@@ -362,3 +362,20 @@ def test_predict_target_machine_options(tmp_path, capsys, shm_file):
     # memory-bound (the default bound) on half-speed cores: a core streams 8 x 0.5 GB/s
     assert rows[0]["compute_s"] == pytest.approx(2 * 0.3, rel=1e-9)
     assert doc["node"]["cpu_speed"] == 0.5 and "stack_s" in rows[1]
+
+
+def test_threads_per_rank_fill_nodes_and_divide_compute():
+    w = workload()
+    net = M.network("gige-tcp")
+    h = M.halo_of_grid(w.cells, 4, w.dims)
+    one = M.predict(w, h, net, net, M.Layout(4))
+    two = M.predict(w, h, net, net, M.Layout(4, threads=2))
+    assert (one.nodes, two.nodes) == (1, 2)  # 4 cores: 4 ranks of 1 thread, or 2 of 2
+    fixed = w.serial_s + w.floor_s
+    assert two.compute_s - fixed == pytest.approx((one.compute_s - fixed) / 2, rel=1e-12)
+
+
+def test_triad_measures_a_plausible_bandwidth():
+    from haloflow.study.node import triad_bandwidth
+
+    assert 1e8 < triad_bandwidth(repeat=2) < 1e12
