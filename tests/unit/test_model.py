@@ -378,4 +378,4 @@ def test_threads_per_rank_fill_nodes_and_divide_compute():
 def test_triad_measures_a_plausible_bandwidth():
     from haloflow.study.node import triad_bandwidth
 
-    assert 1e8 < triad_bandwidth(repeat=2) < 1e12
+    assert 1e8 < triad_bandwidth(repeat=1) < 1e12
