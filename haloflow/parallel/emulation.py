@@ -54,7 +54,7 @@ def _pingpong(comm, peer: int) -> list:
         reps = max(3, min(20, (1 << 19) // n))
         best = np.inf
         for _ in range(3):
-            comm.Barrier()
+            comm.sendrecv(None, peer, source=peer)  # start together (the two ranks only)
             t0 = perf_counter()
             if fns is not None:
                 e = loops.pingpong(fns, pool, n, SIZES[-1], 2, 0, reps, comm.rank == 0, peer,
