@@ -87,7 +87,10 @@ class Curve:
         best = np.minimum.reduceat(t, np.flatnonzero(keep))
         if len(sizes) < 2:
             raise ModelError(f"network {self.name!r}: need at least two message sizes")
-        self.nbytes, self.seconds = sizes, np.maximum.accumulate(best)  # never faster if bigger
+        # never slower if smaller: a measurement's noise only ever adds time, so one slow
+        # small message (a first size caught by a context switch) must not raise every
+        # size after it
+        self.nbytes, self.seconds = sizes, np.minimum.accumulate(best[::-1])[::-1]
         tail = max(len(sizes) // 8, 1)  # asymptotic bandwidth from the largest messages
         dn = sizes[-1] - sizes[-1 - tail]
         dt = self.seconds[-1] - self.seconds[-1 - tail]

@@ -170,6 +170,13 @@ def test_curve_interpolates_and_extrapolates(tmp_path):
     assert float(f.time(64)) == pytest.approx(3e-6 + 64 / 5e8, rel=1e-3)
     assert f.latency == pytest.approx(3e-6, rel=1e-2)
     assert f.bandwidth == pytest.approx(5e8, rel=1e-2)
+    # a slow outlier at the smallest size does not raise the sizes after it
+    t = 3e-6 + n / 5e8
+    t[0] = 90e-6
+    write_out(path, n, t)
+    g = M.network(str(path))
+    assert g.latency == pytest.approx(float(f.time(8)), rel=1e-2)
+    assert float(g.time(64)) == pytest.approx(float(f.time(64)), rel=1e-3)
 
 
 def test_halo_of_partition_matches_local_meshes():
