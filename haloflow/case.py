@@ -202,6 +202,23 @@ def _text(what: str) -> _Kind:
     return _Kind(what, check)
 
 
+def _network() -> _Kind:
+    def check(v):
+        if not isinstance(v, str):
+            raise _Invalid
+        if v:
+            from .study.model import ModelError, network
+
+            try:
+                network(v)
+            except ModelError as e:
+                raise _Invalid from e
+        return v
+
+    return _Kind("a network preset (gige-tcp, gige-lowlatency, infiniband-sdr, "
+                 "infiniband-fdr) or a NetPIPE .out file", check)
+
+
 def _pairs() -> _Kind:
     def check(v):
         if not isinstance(v, list | tuple):
@@ -339,6 +356,8 @@ def _schema() -> dict[str, Any]:
             "balance_every": _Key(_integer(1, 10**9), 10),  # steps between measurements
             "max_imbalance": _Key(_number(1, strict=True, big=1e6), 1.10),  # max/mean load
             "emulate_speed": _Key(_speeds(), {}),  # {rank = relative speed}: a slower core
+            # messages between nodes made as slow as this network (a preset or a .out file)
+            "emulate_network": _Key(_network(), ""),
         },
         "output": {
             "fields": _Key(_boolean(), True),

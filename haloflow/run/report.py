@@ -145,6 +145,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
     halo_stats = comm.gather(run.ex.stats.as_dict(), root=0)
     rss = comm.gather((run.rss_base, memory.peak_rss_bytes(), run.lmesh.n_owned), root=0)
     splits = comm.gather(_halo_split(run.lmesh), root=0)
+    emulated = _emulation(comm, loop.steps)
     for e in exchangers:
         e.close()
     if not root:
@@ -163,6 +164,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         "machine": {**profiling.machine(), "mpi_call_s": mpi_call_s,
                     "kernel_call_s": kernel_call_s},
         **({"balance": loop.balance} if loop.balance is not None else {}),
+        **({"emulation": emulated} if emulated else {}),
         **({"amg": amg_info} if amg_info else {})})
     profiling.write(outdir / "profile.json", prof)
     for line in profiling.table(prof):
@@ -186,6 +188,25 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         f"residuals.csv, fields/, plots/)")
     log.close()
     return summary
+
+
+def _emulation(comm, steps: int) -> dict | None:
+    """Collective: what an emulated network added (rank 0; None elsewhere or without one):
+    seconds over the whole run, the busiest rank's per step, waits of compiled code."""
+    from ..parallel import emulation
+
+    em = emulation.ACTIVE
+    if em is None:
+        return None
+    recs = comm.gather(em.record(), root=0)
+    if comm.rank != 0:
+        return None
+    added = [r["added_s"] for r in recs]
+    return {"network": em.net.name, "nodes": em.node_count, "added_s": added,
+            "added_s_per_step": max(added) / max(steps, 1),
+            "delayed": sum(r["delayed"] for r in recs),
+            "compiled_waits": sum(r["compiled_waits"] for r in recs),
+            "compiled_unmatched": sum(r["compiled_unmatched"] for r in recs)}
 
 
 def _halo_split(lmesh) -> dict | None:
