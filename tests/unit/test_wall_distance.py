@@ -7,8 +7,12 @@ import numpy as np
 
 from haloflow.mesh.blocks import box
 from haloflow.parallel.local import build_local
-from haloflow.parallel.wall_distance import (distance_to_triangles, triangle_dist2,
-                                             wall_distance, wall_triangles)
+from haloflow.parallel.wall_distance import (
+    distance_to_triangles,
+    triangle_dist2,
+    wall_distance,
+    wall_triangles,
+)
 
 
 def _serial(mesh):
