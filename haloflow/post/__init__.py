@@ -20,6 +20,7 @@ POSTPROCESSORS = {
     "taylor_green": ".taylor_green:TaylorGreen",
     "cylinder": ".cylinder:Cylinder",
     "heated_cavity": ".heated_cavity:HeatedCavity",
+    "flat_plate": ".flat_plate:FlatPlate",
 }
 
 # the [postprocess] settings of each post-processor besides its switch:
