@@ -285,7 +285,7 @@ def _schema() -> dict[str, Any]:
             "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green only: peak speed at t = 0
         },
         "physics": {
-            "model": _Key(_choice("incompressible", "boussinesq"), "incompressible"),
+            "model": _Key(_choice("incompressible", "boussinesq", "les"), "incompressible"),
             "nu": _Key(_POSITIVE),
         },
         "boundary": None,  # one table per mesh patch: see _boundary
@@ -750,13 +750,39 @@ _THERMAL = {
 }
 
 
+# physics.model = "les": an eddy-viscosity closure (haloflow.physics.closures), its constants
+# with the published defaults (OpenFOAM's: Ck, Ce of Yoshizawa's model, Cw of WALE)
+_LES = {
+    "closure": _Key(_choice("smagorinsky", "wale", "kEqn"), "wale"),
+    "Ck": _Key(_POSITIVE, 0.094),
+    "Ce": _Key(_POSITIVE, 1.048),
+    "Cw": _Key(_POSITIVE, 0.325),  # wale
+    "k_init": _Key(_number(0), None),  # kEqn: k at t = 0 (default: local equilibrium)
+    "k_inlet": _Key(_number(0), 0.0),  # kEqn: k at inlets and on inflow through outlets
+}
+
+
 def _physics(raw) -> SimpleNamespace:
     """The [physics] table; a Boussinesq case takes the thermal keys and either ``nu`` or
-    ``Ra`` (then ``nu = sqrt(|g| beta delta_T length^3 Pr / Ra)``)."""
+    ``Ra`` (then ``nu = sqrt(|g| beta delta_T length^3 Pr / Ra)``), an LES the keys of its
+    closure."""
     path = ("physics",)
     _is_table(raw, path)
     plain = _schema()["physics"]
     model = _value(raw, "model", plain["model"], path)
+    if model != "les":
+        for k in raw:
+            if k in _LES:
+                raise KeyProblem(path + (k,), f"physics.{k}: an LES key, not used by "
+                                 f'physics.model = {_fmt(model)} (use model = "les")',
+                                 also=[path + ("model",)])
+    if model == "les":
+        for k in raw:
+            if k in _THERMAL and k not in plain:
+                raise KeyProblem(path + (k,), f"physics.{k}: a thermal key, not used by "
+                                 f'physics.model = "les" (use model = "boussinesq")',
+                                 also=[path + ("model",)])
+        return _table(raw, {**plain, **_LES}, path)
     if model != "boussinesq":
         for k in raw:
             if k in _THERMAL and k not in plain:
