@@ -280,9 +280,9 @@ def _schema() -> dict[str, Any]:
             "periodic": _PERIODIC,
         },
         "initial": {  # the velocity and pressure at t = 0
-            "type": _Key(_choice("rest", "uniform", "taylor_green"), "rest"),
+            "type": _Key(_choice("rest", "uniform", "taylor_green", "taylor_green_3d"), "rest"),
             "U": _Key(_XYZ, (0.0, 0.0, 0.0)),  # uniform only
-            "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green only: peak speed at t = 0
+            "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green(_3d) only: peak speed at t = 0
         },
         "physics": {
             "model": _Key(_choice("incompressible", "boussinesq", "les"), "incompressible"),
@@ -635,8 +635,12 @@ def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict
 
 
 def _initial(case):
-    """Taylor-Green vortices fill a square box: one period each way."""
+    """Taylor-Green vortices fill a square box (the 3D vortex a cube): one period each way."""
     init, mesh = case.initial, case.mesh
+    if init.type == "taylor_green_3d" and (mesh.type != "box" or len(set(mesh.lengths)) != 1):
+        raise KeyProblem(("initial", "type"), 'initial.type: "taylor_green_3d" needs mesh.type '
+                         '= "box" with three equal lengths (a cube of side 2 pi L)',
+                         also=[("mesh", "lengths")])
     if init.type == "taylor_green" and (mesh.type != "box"
                                         or mesh.lengths[0] != mesh.lengths[1]):
         raise KeyProblem(("initial", "type"), 'initial.type: "taylor_green" needs mesh.type = '
