@@ -280,12 +280,12 @@ def _schema() -> dict[str, Any]:
             "periodic": _PERIODIC,
         },
         "initial": {  # the velocity and pressure at t = 0
-            "type": _Key(_choice("rest", "uniform", "taylor_green"), "rest"),
+            "type": _Key(_choice("rest", "uniform", "taylor_green", "taylor_green_3d"), "rest"),
             "U": _Key(_XYZ, (0.0, 0.0, 0.0)),  # uniform only
-            "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green only: peak speed at t = 0
+            "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green(_3d) only: peak speed at t = 0
         },
         "physics": {
-            "model": _Key(_choice("incompressible", "boussinesq"), "incompressible"),
+            "model": _Key(_choice("incompressible", "boussinesq", "les"), "incompressible"),
             "nu": _Key(_POSITIVE),
         },
         "boundary": None,  # one table per mesh patch: see _boundary
@@ -635,8 +635,12 @@ def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict
 
 
 def _initial(case):
-    """Taylor-Green vortices fill a square box: one period each way."""
+    """Taylor-Green vortices fill a square box (the 3D vortex a cube): one period each way."""
     init, mesh = case.initial, case.mesh
+    if init.type == "taylor_green_3d" and (mesh.type != "box" or len(set(mesh.lengths)) != 1):
+        raise KeyProblem(("initial", "type"), 'initial.type: "taylor_green_3d" needs mesh.type '
+                         '= "box" with three equal lengths (a cube of side 2 pi L)',
+                         also=[("mesh", "lengths")])
     if init.type == "taylor_green" and (mesh.type != "box"
                                         or mesh.lengths[0] != mesh.lengths[1]):
         raise KeyProblem(("initial", "type"), 'initial.type: "taylor_green" needs mesh.type = '
@@ -750,13 +754,39 @@ _THERMAL = {
 }
 
 
+# physics.model = "les": an eddy-viscosity closure (haloflow.physics.closures), its constants
+# with the published defaults (OpenFOAM's: Ck, Ce of Yoshizawa's model, Cw of WALE)
+_LES = {
+    "closure": _Key(_choice("smagorinsky", "wale", "kEqn"), "wale"),
+    "Ck": _Key(_POSITIVE, 0.094),
+    "Ce": _Key(_POSITIVE, 1.048),
+    "Cw": _Key(_POSITIVE, 0.325),  # wale
+    "k_init": _Key(_number(0), None),  # kEqn: k at t = 0 (default: local equilibrium)
+    "k_inlet": _Key(_number(0), 0.0),  # kEqn: k at inlets and on inflow through outlets
+}
+
+
 def _physics(raw) -> SimpleNamespace:
     """The [physics] table; a Boussinesq case takes the thermal keys and either ``nu`` or
-    ``Ra`` (then ``nu = sqrt(|g| beta delta_T length^3 Pr / Ra)``)."""
+    ``Ra`` (then ``nu = sqrt(|g| beta delta_T length^3 Pr / Ra)``), an LES the keys of its
+    closure."""
     path = ("physics",)
     _is_table(raw, path)
     plain = _schema()["physics"]
     model = _value(raw, "model", plain["model"], path)
+    if model != "les":
+        for k in raw:
+            if k in _LES:
+                raise KeyProblem(path + (k,), f"physics.{k}: an LES key, not used by "
+                                 f'physics.model = {_fmt(model)} (use model = "les")',
+                                 also=[path + ("model",)])
+    if model == "les":
+        for k in raw:
+            if k in _THERMAL and k not in plain:
+                raise KeyProblem(path + (k,), f"physics.{k}: a thermal key, not used by "
+                                 f'physics.model = "les" (use model = "boussinesq")',
+                                 also=[path + ("model",)])
+        return _table(raw, {**plain, **_LES}, path)
     if model != "boussinesq":
         for k in raw:
             if k in _THERMAL and k not in plain:
