@@ -31,6 +31,7 @@ CLOSURES = {
     "smagorinsky": ".smagorinsky:Smagorinsky",
     "wale": ".wale:WALE",
     "kEqn": ".keqn:KEqn",
+    "spalart_allmaras": ".spalart_allmaras:SpalartAllmaras",
 }
 MODEL_CLOSURE = {"incompressible": "laminar", "boussinesq": "laminar"}  # physics.model -> closure
 LES_CLOSURES = ("smagorinsky", "wale", "kEqn")  # physics.model = "les": physics.closure

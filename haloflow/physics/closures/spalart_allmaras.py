@@ -37,7 +37,7 @@ import numpy as np
 
 from ...parallel.wall_distance import wall_distance
 from ..bcs import velocity_boundary_values
-from ..patches import EMPTY, FIXED
+from ..patches import FIXED
 from .transport import INLET_OUTLET, Transport, scalar_boundary
 
 # published defaults (Spalart & Allmaras 1994, as listed by TMR); cw1 follows from them
@@ -176,11 +176,6 @@ class SpalartAllmaras:
         self.gkind = ctx.bc.grad_kind
         self.ghosts = self.eq.ghosts
 
-    @staticmethod
-    def needs_wall(d) -> bool:
-        """Whether the distances say the mesh has no wall at all."""
-        return not np.isfinite(d).any() if len(d) else False
-
     def start(self, flow) -> None:
         """``nu_face`` of the initial nu-tilde (uniform, so its ghosts are current)."""
         self.refresh()
@@ -226,7 +221,3 @@ class SpalartAllmaras:
         self.eq.restore(values, extra)
         self.nu_face[:] = values["nu_face"].reshape(-1)
         eddy_viscosity(self.nt, self.nu, self.cv1, self.nut)
-
-
-__all__ = ["COEFFICIENTS", "EMPTY", "SpalartAllmaras", "cw1_of", "eddy_viscosity",
-           "sa_sources"]
