@@ -1,8 +1,8 @@
 """Spalart-Allmaras on a small flat plate: 1 and 3 ranks (overlapped exchanges) agree to
-1e-8 after a few SIMPLE iterations (nu-tilde and the face viscosity included), a restart
-from a checkpoint equals the uninterrupted run bit for bit, and the summary carries the
-flat_plate block.  (Restarts on another rank count are the checkpoint tests' business: the
-closure's fields are saved in global order like every other.)"""
+1e-8 after a few SIMPLE iterations (nu-tilde and the face viscosity included), and the
+summary carries the flat_plate block.  (A restart equal to the uninterrupted run:
+tests/unit/test_spalart_allmaras.py; restarts on another rank count are the checkpoint
+tests' business, the closure's fields being saved in global order like every other.)"""
 
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ def _close(a, b, tol):
 
 
 @pytest.mark.mpi
-def test_flat_plate_ranks_and_restart(haloflow_mpi, tmp_path):
+def test_flat_plate_one_and_three_ranks(haloflow_mpi, tmp_path):
     mesh = ["--set", f"mesh.file={small_plate(tmp_path)}"]
     ref = {}
     for n, strategy in ((1, "aggregated"), (3, "overlap")):
         ref[n] = tmp_path / f"n{n}"
         _ok(haloflow_mpi(n, "run", "flat_plate", "-o", str(ref[n]), *mesh, *TIGHT, "--steps",
-                         "8", "--set", "output.checkpoint_every=4", "--halo", strategy,
+                         "8", "--set", "output.checkpoint_every=8", "--halo", strategy,
                          timeout=240))
     s = json.loads((ref[3] / "summary.json").read_text())
     assert s["ranks"] == 3 and s["steps"] == 8
@@ -49,10 +49,3 @@ def test_flat_plate_ranks_and_restart(haloflow_mpi, tmp_path):
     assert {"U", "p", "nu_tilde", "nu_face"} <= set(one) and set(one) == set(three)
     assert one["nu_tilde"].max() > 3 * 2e-7  # the model has produced eddy viscosity
     _close(three, one, 1e-8)
-    d = tmp_path / "restart"
-    _ok(haloflow_mpi(1, "run", "--restart", str(ref[1] / "checkpoint" / "step-000000004.ckpt"),
-                     "-o", str(d), "--steps", "8", "--quiet", timeout=240))
-    got = _at(d, 8)
-    assert set(got) == set(one)
-    for name in one:
-        assert np.array_equal(got[name], one[name]), name
