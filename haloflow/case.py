@@ -297,12 +297,13 @@ def _schema() -> dict[str, Any]:
             "periodic": _PERIODIC,
         },
         "initial": {  # the velocity and pressure at t = 0
-            "type": _Key(_choice("rest", "uniform", "taylor_green"), "rest"),
+            "type": _Key(_choice("rest", "uniform", "taylor_green", "taylor_green_3d"), "rest"),
             "U": _Key(_XYZ, (0.0, 0.0, 0.0)),  # uniform only
-            "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green only: peak speed at t = 0
+            "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green(_3d) only: peak speed at t = 0
         },
         "physics": {
-            "model": _Key(_choice("incompressible", "boussinesq"), "incompressible"),
+            "model": _Key(_choice("incompressible", "boussinesq", "les", "rans"),
+                          "incompressible"),
             "nu": _Key(_POSITIVE),
         },
         "boundary": None,  # one table per mesh patch: see _boundary
@@ -325,6 +326,7 @@ def _schema() -> dict[str, Any]:
                 "U": _Key(_FRACTION, 0.7),
                 "p": _Key(_FRACTION, 0.3),
                 "T": _Key(_FRACTION, 1.0),  # physics.model = "boussinesq"
+                "nu_tilde": _Key(_FRACTION, 0.7),  # physics.model = "rans" (Spalart-Allmaras)
             },
             "pressure": {
                 "method": _Key(_choice(*PRESSURE_METHODS), "amg-cg"),
@@ -650,12 +652,26 @@ def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict
     for post in enabled(case):
         post.validate(case)
     _initial(case)
+    _needs_wall(case)
     return out
 
 
+def _needs_wall(case):
+    """Spalart-Allmaras measures the distance to the nearest wall: a RANS case needs one."""
+    if case.physics.model == "rans" and not any(
+            b.type == "wall" for b in case.boundary.values()):
+        raise KeyProblem(("physics", "model"), 'physics.model = "rans": the Spalart-Allmaras '
+                         "closure needs a patch of type \"wall\" (its distance to the wall)",
+                         also=[("boundary",)])
+
+
 def _initial(case):
-    """Taylor-Green vortices fill a square box: one period each way."""
+    """Taylor-Green vortices fill a square box (the 3D vortex a cube): one period each way."""
     init, mesh = case.initial, case.mesh
+    if init.type == "taylor_green_3d" and (mesh.type != "box" or len(set(mesh.lengths)) != 1):
+        raise KeyProblem(("initial", "type"), 'initial.type: "taylor_green_3d" needs mesh.type '
+                         '= "box" with three equal lengths (a cube of side 2 pi L)',
+                         also=[("mesh", "lengths")])
     if init.type == "taylor_green" and (mesh.type != "box"
                                         or mesh.lengths[0] != mesh.lengths[1]):
         raise KeyProblem(("initial", "type"), 'initial.type: "taylor_green" needs mesh.type = '
@@ -769,13 +785,72 @@ _THERMAL = {
 }
 
 
+# physics.model = "les": an eddy-viscosity closure (haloflow.physics.closures), its constants
+# with the published defaults (OpenFOAM's: Ck, Ce of Yoshizawa's model, Cw of WALE)
+_LES = {
+    "closure": _Key(_choice("smagorinsky", "wale", "kEqn"), "wale"),
+    "Ck": _Key(_POSITIVE, 0.094),
+    "Ce": _Key(_POSITIVE, 1.048),
+    "Cw": _Key(_POSITIVE, 0.325),  # wale
+    "k_init": _Key(_number(0), None),  # kEqn: k at t = 0 (default: local equilibrium)
+    "k_inlet": _Key(_number(0), 0.0),  # kEqn: k at inlets and on inflow through outlets
+}
+
+
+# physics.model = "rans": Spalart-Allmaras (haloflow.physics.closures.spalart_allmaras), its
+# constants with the published defaults (Spalart & Allmaras 1994, as the NASA Turbulence
+# Modeling Resource lists them; cw1 follows from them)
+_RANS = {
+    "closure": _Key(_choice("spalart_allmaras"), "spalart_allmaras"),
+    "cb1": _Key(_POSITIVE, 0.1355),
+    "cb2": _Key(_POSITIVE, 0.622),
+    "sigma": _Key(_POSITIVE, 2.0 / 3.0),
+    "kappa": _Key(_POSITIVE, 0.41),
+    "cw2": _Key(_POSITIVE, 0.3),
+    "cw3": _Key(_POSITIVE, 2.0),
+    "cv1": _Key(_POSITIVE, 7.1),
+    "nu_tilde_ratio": _Key(_POSITIVE, 3.0),  # nu-tilde / nu on inflow (TMR: 3)
+}
+
+
+def _rans(raw, path, plain) -> SimpleNamespace:
+    """The [physics] table of a RANS case: the plain keys and the closure's."""
+    for k in raw:
+        if k not in plain and k not in _RANS and (k in _THERMAL or k in _LES):
+            raise KeyProblem(path + (k,), f"physics.{k}: not a key of physics.model = "
+                             f'"rans" (its keys: {", ".join([*plain, *_RANS])})',
+                             also=[path + ("model",)])
+    return _table(raw, {**plain, **_RANS}, path)
+
+
 def _physics(raw) -> SimpleNamespace:
     """The [physics] table; a Boussinesq case takes the thermal keys and either ``nu`` or
-    ``Ra`` (then ``nu = sqrt(|g| beta delta_T length^3 Pr / Ra)``)."""
+    ``Ra`` (then ``nu = sqrt(|g| beta delta_T length^3 Pr / Ra)``), an LES the keys of its
+    closure."""
     path = ("physics",)
     _is_table(raw, path)
     plain = _schema()["physics"]
     model = _value(raw, "model", plain["model"], path)
+    if model == "rans":
+        return _rans(raw, path, plain)
+    for k in raw:
+        if k in _RANS and k not in _LES:
+            raise KeyProblem(path + (k,), f"physics.{k}: a RANS key, not used by "
+                             f'physics.model = {_fmt(model)} (use model = "rans")',
+                             also=[path + ("model",)])
+    if model != "les":
+        for k in raw:
+            if k in _LES:
+                raise KeyProblem(path + (k,), f"physics.{k}: an LES key, not used by "
+                                 f'physics.model = {_fmt(model)} (use model = "les")',
+                                 also=[path + ("model",)])
+    if model == "les":
+        for k in raw:
+            if k in _THERMAL and k not in plain:
+                raise KeyProblem(path + (k,), f"physics.{k}: a thermal key, not used by "
+                                 f'physics.model = "les" (use model = "boussinesq")',
+                                 also=[path + ("model",)])
+        return _table(raw, {**plain, **_LES}, path)
     if model != "boussinesq":
         for k in raw:
             if k in _THERMAL and k not in plain:

@@ -18,8 +18,10 @@ POSTPROCESSORS = {
     "channel": ".channel:Channel",
     "backward_step": ".step:BackwardStep",
     "taylor_green": ".taylor_green:TaylorGreen",
+    "taylor_green_3d": ".taylor_green_3d:TaylorGreen3D",
     "cylinder": ".cylinder:Cylinder",
     "heated_cavity": ".heated_cavity:HeatedCavity",
+    "flat_plate": ".flat_plate:FlatPlate",
 }
 
 # the [postprocess] settings of each post-processor besides its switch:
