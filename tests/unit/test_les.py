@@ -176,3 +176,54 @@ def test_transport_keeps_a_scalar_bounded_and_conserved():
     out = next(p for p in lmb.patches if p.name == "outlet")
     b = out.start - lmb.n_internal
     assert kind[b] == INLET_OUTLET and value[b] == 3.0
+
+
+def test_taylor_green_3d_outputs_and_time_averages(tmp_path):
+    """A short run writes dissipation.csv (the energy falling, the rate its derivative), the
+    summary entry beside the reference, and the time averages in the field file: means
+    between the first and last values, rms of a decaying field positive, k and nut too."""
+    import json
+
+    from haloflow.run import run_case
+    from tests.fieldio import read_fields
+
+    case = load_case("taylor_green_3d", ["mesh.cells=[6,6,6]", "solver.dt=0.2",
+                                         "solver.end_time=1", 'physics.closure="kEqn"',
+                                         "postprocess.averaging=true",
+                                         "postprocess.average_from=0.4", "output.plots=false"])
+    out = tmp_path / "run"
+    run_case(case, out, SELF, quiet=True)
+    table = np.loadtxt(out / "dissipation.csv", delimiter=",", skiprows=1)
+    assert table.shape == (5, 3) and np.allclose(table[:, 0], [0.2, 0.4, 0.6, 0.8, 1.0])
+    assert np.all(np.diff(table[:, 1]) < 0) and np.all(table[:, 2] > 0)
+    assert np.allclose(table[1:-1, 2], -(table[2:, 1] - table[:-2, 1]) / 0.4)
+    s = json.loads((out / "summary.json").read_text())
+    t = s["taylor_green_3d"]
+    assert t["epsilon_max"] == pytest.approx(table[:, 2].max(), rel=1e-9)
+    assert "epsilon_max_error" not in t  # the run stopped before the peak
+    assert t["reference"]["epsilon_max"] == pytest.approx(0.012857528)
+    assert t["reference"]["t_epsilon_max"] == pytest.approx(8.97)
+    assert s["averaging"]["from"] == pytest.approx(0.4) and s["averaging"]["span"] == \
+        pytest.approx(0.6)
+    f = read_fields(out, "taylor_green_3d")
+    for name in ("U_mean", "U_rms", "p_mean", "p_rms", "k_mean", "k_rms", "nut_mean",
+                 "nut_rms", "k", "nut"):
+        assert name in f, name
+    assert np.all(f["U_rms"] >= 0) and f["U_rms"].max() > 1e-4
+    assert np.all(np.abs(f["U_mean"]) <= np.abs(f["U"]).max() * 1.5 + 1e-12)
+    assert f["nut_mean"].max() > 0
+
+
+def test_averages_of_a_steady_field():
+    """Constant fields average to themselves with zero rms, weighted by the time steps."""
+    from haloflow.post.averaging import accumulate
+
+    n = 5
+    U, p = np.arange(15.0).reshape(3, n), np.full(n, 2.0)
+    s1, s2 = np.zeros((6, n)), np.zeros((6, n))
+    k = nut = np.ones(n)
+    for dt in (0.1, 0.3):
+        accumulate(U, p, k, nut, True, dt, n, s1, s2)
+    mean = s1 / 0.4
+    assert np.allclose(mean[:3], U) and np.allclose(mean[3], 2.0) and np.allclose(mean[4:], 1)
+    assert np.allclose(s2 / 0.4 - mean ** 2, 0.0, atol=1e-12)
