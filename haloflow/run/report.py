@@ -68,6 +68,11 @@ def log_setup(run, outdir: Path, log) -> None:
             f"solved velocity components {[int(d) for d in solver.comps]}")
     log(f"  convection {s.convection}, gradient {s.gradient}, laplacian {s.laplacian}"
         f"{' (non-orthogonal mesh)' if solver.nonorth else ''}")
+    ph = case.physics
+    if ph.model == "les":
+        used = ("Ck", "Cw") if ph.closure == "wale" else ("Ck", "Ce")
+        log(f"  LES closure {ph.closure}, filter width (cell volume)^(1/3), "
+            + ", ".join(f"{k} {getattr(ph, k):g}" for k in used))
     log(f"  output: {outdir}")
 
 
