@@ -227,3 +227,22 @@ def test_averages_of_a_steady_field():
     mean = s1 / 0.4
     assert np.allclose(mean[:3], U) and np.allclose(mean[3], 2.0) and np.allclose(mean[4:], 1)
     assert np.allclose(s2 / 0.4 - mean ** 2, 0.0, atol=1e-12)
+
+
+def test_builtin_taylor_green_3d_is_the_workshop_case():
+    """64^3 cells in a cube of side 2 pi L, Re = V0 L / nu = 1600, WALE by default; the
+    initial field has the case's kinetic energy V0^2/8 and no divergence."""
+    from haloflow.physics.initial import taylor_green_3d
+
+    case = load_case("taylor_green_3d")
+    m, ph = case.mesh, case.physics
+    assert m.cells == (64, 64, 64) and len(set(m.lengths)) == 1 and len(m.periodic) == 3
+    L = m.lengths[0] / (2.0 * np.pi)
+    assert case.initial.amplitude * L / ph.nu == pytest.approx(1600.0)
+    assert ph.model == "les" and ph.closure == "wale"
+    assert case.solver.end_time == 20.0 and case.postprocess.taylor_green_3d
+    x = (np.arange(8) + 0.5) * 2.0 * np.pi / 8 - np.pi
+    X, Y, Z = np.meshgrid(x, x, x, indexing="ij")
+    u, v, w, _ = taylor_green_3d(X, Y, Z, 1.0, 2.0 * np.pi, (-np.pi, -np.pi, -np.pi))
+    assert np.mean(0.5 * (u * u + v * v + w * w)) == pytest.approx(0.125, rel=1e-12)
+    assert np.allclose(u, np.sin(X) * np.cos(Y) * np.cos(Z), atol=1e-12)
