@@ -231,7 +231,7 @@ def test_averages_of_a_steady_field():
 
 def test_builtin_taylor_green_3d_is_the_workshop_case():
     """64^3 cells in a cube of side 2 pi L, Re = V0 L / nu = 1600, WALE by default; the
-    initial field has the case's kinetic energy V0^2/8 and no divergence."""
+    initial field is the workshop's, kinetic energy V0^2/8 on the cell centres."""
     from haloflow.physics.initial import taylor_green_3d
 
     case = load_case("taylor_green_3d")
