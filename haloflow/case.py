@@ -378,7 +378,7 @@ def _postprocess() -> dict[str, _Key]:
     """Each registered post-processor's switch, then its settings (haloflow.post)."""
     from .post import POSTPROCESSORS, SETTINGS
 
-    kinds = {"positive": _POSITIVE, "fraction": _FRACTION}
+    kinds = {"positive": _POSITIVE, "fraction": _FRACTION, "time": _number(0)}
     out = {}
     for name in POSTPROCESSORS:
         out[name] = _Key(_boolean(), False)

@@ -22,6 +22,7 @@ POSTPROCESSORS = {
     "cylinder": ".cylinder:Cylinder",
     "heated_cavity": ".heated_cavity:HeatedCavity",
     "flat_plate": ".flat_plate:FlatPlate",
+    "averaging": ".averaging:Averaging",  # mean and rms fields, written with the fields
 }
 
 # the [postprocess] settings of each post-processor besides its switch:
@@ -29,6 +30,7 @@ POSTPROCESSORS = {
 SETTINGS = {
     "cavity": {"lid_speed": ("positive", 1.0)},  # the lid's speed: the Reynolds number's U
     "channel": {"channel_x": ("fraction", 0.9)},  # where the profile is taken, of the length
+    "averaging": {"average_from": ("time", 0.0)},  # the time the averages start
 }
 
 

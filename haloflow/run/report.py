@@ -68,18 +68,29 @@ def log_setup(run, outdir: Path, log) -> None:
             f"solved velocity components {[int(d) for d in solver.comps]}")
     log(f"  convection {s.convection}, gradient {s.gradient}, laplacian {s.laplacian}"
         f"{' (non-orthogonal mesh)' if solver.nonorth else ''}")
+    ph = case.physics
+    if ph.model == "les":
+        used = ("Ck", "Cw") if ph.closure == "wale" else ("Ck", "Ce")
+        log(f"  LES closure {ph.closure}, filter width (cell volume)^(1/3), "
+            + ", ".join(f"{k} {getattr(ph, k):g}" for k in used))
     log(f"  output: {outdir}")
 
 
 def cell_data(run) -> dict:
-    """The cell arrays a field file holds: U, p (T with heat transfer), the owning rank and
-    the global cell id."""
+    """The cell arrays a field file holds: U, p (T with heat transfer, the SGS energy k and
+    eddy viscosity nut of an LES closure), the owning rank, the global cell id, and what
+    post-processors add (time averages)."""
     lmesh, solver = run.lmesh, run.solver
     n = lmesh.n_owned
     data = {"U": solver.U[:, :n].T, "p": solver.p, "rank": np.full(n, float(run.red.rank)),
             "cell_id": lmesh.global_cells[:n].astype(float)}
     if getattr(solver, "energy", None) is not None:
         data["T"] = solver.energy.T
+    for name in ("k", "nut"):
+        if hasattr(solver.closure, name):
+            data[name] = getattr(solver.closure, name)
+    for post in run.posts:
+        data |= post.cell_fields()
     return data
 
 
