@@ -31,6 +31,7 @@ def error(source, overrides=()):
     ("physics.Pr=-0.7", "physics.Pr: expected a positive number"),
     ("physics.nu=0.1", "give nu or Ra, not both"),
     ("boundary.left.T_gradient=0", "give one temperature condition"),
+    ("solver.convection_T=minmod", "solver.convection_T: expected \"upwind\""),
 ])
 def test_bad_thermal_input(override, words):
     assert words in error("heated_cavity", [override])
@@ -48,7 +49,9 @@ def test_patch_without_temperature(tmp_path):
 @pytest.mark.parametrize("override, key", [
     ("physics.Pr=0.71", "physics.Pr"), ("physics.Ra=1e5", "physics.Ra"),
     ("boundary.left.T=1", "boundary.left.T"),
-    ("boundary.top.heat_flux=1", "boundary.top.heat_flux")])
+    ("boundary.top.heat_flux=1", "boundary.top.heat_flux"),
+    ("solver.convection_T=van-leer", "solver.convection_T"),
+    ("solver.relaxation.T=0.9", "solver.relaxation.T")])
 def test_thermal_key_on_incompressible_case(override, key):
     msg = error("cavity", [override])
     assert f": {key}: a thermal key" in msg and 'model = "boussinesq"' in msg
