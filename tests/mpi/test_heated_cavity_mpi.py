@@ -11,7 +11,8 @@ from tests.validation.test_heated_cavity import check
 
 QUICK = ["--set", "mesh.cells=[16,16,1]", "--set", "output.plots=false", "--set",
          "output.fields=false", "--quiet", "--set", "solver.pressure.method=cg-jacobi",
-         "--steps", "40", "--set", "physics.Ra=1e4", "--set", "solver.residual_tol=0"]
+         "--steps", "20", "--set", "physics.Ra=1e4", "--set", "solver.residual_tol=0",
+         "--set", "solver.momentum.rel_tol=0", "--set", "solver.pressure.rel_tol=0"]
 KEYS = ("nu_hot", "nu_cold", "nu_max", "u_max", "v_max")
 
 
@@ -23,9 +24,11 @@ def _run(haloflow_mpi, n, outdir, *extra, timeout=240):
 
 @pytest.mark.mpi
 def test_ranks_and_halo_strategies_agree(haloflow_mpi, tmp_path):
-    """40 SIMPLEC iterations at Ra 1e4 on 1 rank, then 3 ranks with each halo strategy: the
-    figures agree to 1e-8 (Jacobi-preconditioned solves do not depend on the
-    decomposition)."""
+    """20 SIMPLEC iterations at Ra 1e4 on 1 rank, then 3 ranks with each halo strategy: the
+    figures agree to 1e-8.  Every solve goes to its absolute tolerance (Jacobi-preconditioned,
+    which does not depend on the decomposition): with the case's relative tolerances a
+    solve that stops one iteration earlier on 3 ranks than on 1 (round-off in the residual)
+    moves the figures by its tolerance, ~1e-6, in these iterations far from converged."""
     ref = _run(haloflow_mpi, 1, tmp_path / "serial", *QUICK)["heated_cavity"]
     for n, h in [(3, h) for h in ("perfield", "packed", "aggregated", "neighbor", "overlap")]:
         s = _run(haloflow_mpi, n, tmp_path / f"n{n}{h}", *QUICK, "--halo", h)
