@@ -314,6 +314,9 @@ def _schema() -> dict[str, Any]:
             "n_correctors": _Key(_integer(1, 100), 2),
             "time_scheme": _Key(_choice("euler", "backward"), "euler"),  # PISO: backward = BDF2
             "convection": _Key(_choice("upwind", "linear", "linear-upwind"), "linear"),
+            # physics.model = "boussinesq": the temperature's (default: as convection)
+            "convection_T": _Key(_choice("upwind", "linear", "limited-linear", "van-leer"),
+                                 None),
             "max_steps": _Key(_integer(0, 10**12), 0),
             "algorithm": _Key(_choice(*SOLVERS), "piso"),
             "gradient": _Key(_choice("gauss", "least-squares"), "gauss"),
@@ -325,8 +328,9 @@ def _schema() -> dict[str, Any]:
             "relaxation": {  # SIMPLE
                 "U": _Key(_FRACTION, 0.7),
                 "p": _Key(_FRACTION, 0.3),
-                "T": _Key(_FRACTION, 1.0),  # physics.model = "boussinesq"
+                "T": _Key(_FRACTION, None),  # physics.model = "boussinesq" (default 1)
                 "nu_tilde": _Key(_FRACTION, 0.7),  # physics.model = "rans" (Spalart-Allmaras)
+                "max_dt": _Key(_number(0), 0.0),  # cap on the local pseudo time step (0: none)
             },
             "pressure": {
                 "method": _Key(_choice(*PRESSURE_METHODS), "amg-cg"),
@@ -643,7 +647,7 @@ def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict
             out[section] = _boundary(raw.get(section, {}), out["mesh"], base_of,
                                      out["physics"].model)
         elif section == "solver":
-            out[section] = _solver(raw.get(section, {}))
+            out[section] = _solver(raw.get(section, {}), out["physics"].model)
         else:
             out[section] = _table(raw.get(section, {}), _schema()[section], (section,))
     from .post import enabled
@@ -874,9 +878,9 @@ def _physics(raw) -> SimpleNamespace:
     return out
 
 
-def _solver(raw) -> SimpleNamespace:
+def _solver(raw, model: str = "incompressible") -> SimpleNamespace:
     """The [solver] table: SIMPLE is steady, so ``dt`` and ``end_time`` are optional there
-    (and unused)."""
+    (and unused); the temperature's keys only with ``physics.model = "boussinesq"``."""
     path = ("solver",)
     _is_table(raw, path)
     schema = _schema()["solver"]
@@ -886,6 +890,12 @@ def _solver(raw) -> SimpleNamespace:
         schema = {k: _Key(v.kind, None) if k in ("dt", "end_time") else v
                   for k, v in schema.items()}
     out = _table(raw, schema, path)
+    thermal = [("convection_T",)] if out.convection_T is not None else []
+    thermal += [("relaxation", "T")] if out.relaxation.T is not None else []
+    if model != "boussinesq" and thermal:
+        raise KeyProblem(path + thermal[0], f"{_dotted(path + thermal[0])}: a thermal key, "
+                         f'not used by physics.model = {_fmt(model)} (use model = '
+                         '"boussinesq")', also=[("physics", "model")])
     if out.consistent and out.relaxation.U == 1.0:
         raise KeyProblem(path + ("relaxation", "U"), "solver.relaxation.U: must be below 1 with "
                          "consistent = true (SIMPLEC divides by A - sum|a_nb|, which vanishes "

@@ -27,6 +27,14 @@ from .scratch import Scratch
 from .time import TIME_SCHEMES
 
 
+def temperature_scheme(s) -> str:
+    """The temperature's convection scheme: ``solver.convection_T``, else the momentum's
+    (``linear-upwind`` as ``linear``)."""
+    if s.convection_T is not None:
+        return s.convection_T
+    return "linear" if s.convection == "linear-upwind" else s.convection
+
+
 class PisoSolver:
     """State and one-step advance of the incompressible equations on one rank.
 
@@ -92,8 +100,8 @@ class PisoSolver:
 
             self.energy = Energy(lm, self.fc, self.bc, self.comps, pattern, exchanger, red, ws,
                                  scratch, timers, physics=physics, boundary=boundary,
-                                 convection=s.convection, settings=s.momentum,
-                                 **self._energy_options(s))
+                                 scheme=temperature_scheme(s), gradient=self.gradient,
+                                 settings=s.momentum, **self._energy_options(s))
         # T's and the closure's ghosts ride on the first correction's exchange of H/A
         self._h_first = self._h_fields + (() if self.energy is None else (self.energy.T,)) \
             + tuple(self.closure.ghosts)
@@ -242,6 +250,8 @@ class PisoSolver:
         if first:  # the closure's ghosts have arrived
             self.closure.refresh()
         if self.energy is not None:
+            if first:  # T's ghosts have just become current
+                self.energy.refresh_gradient()
             self.energy.add_buoyancy_flux(self.pressure.phiH, self.pressure.g)
         self._flux_memory()
         info = self.pressure.solve(self.rAU, last)
@@ -286,5 +296,8 @@ class PisoSolver:
             correct_velocity(self.U, self.HbyA, self.rAU, self.grad, self.comps,
                              lm.n_owned, pe.work)
         pe.grad_current = True  # of the relaxed pressure, as the next assembly needs
+        fields = self.momentum.u_fields
+        if self.energy is not None:  # a limited scheme's new gradient of T rides along
+            fields = fields + self.energy.take_pending()
         with T("halo"):
-            self.ex.exchange(self.momentum.u_fields)
+            self.ex.exchange(fields)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..physics.piso import temperature_scheme
 from . import memory
 
 SUMMARY_PHASES = ("assemble", "fluxes", "solve_U", "solve_p", "halo", "monitor")
@@ -60,13 +61,16 @@ def log_setup(run, outdir: Path, log) -> None:
         log(f"  vector and SpMV kernels run on 1 thread: {lmesh.n_owned} rows on rank 0 "
             f"are fewer than the {MIN_ROWS} that pay for a thread pool's launches")
     if solver.algorithm == "simple":
-        log(f"  SIMPLE{'C' if s.consistent else ''}, relaxation U {s.relaxation.U:g} "
+        cap = f" (max_dt {s.relaxation.max_dt:g})" if s.relaxation.max_dt else ""
+        log(f"  SIMPLE{'C' if s.consistent else ''}, relaxation U {s.relaxation.U:g}{cap} "
             f"p {s.relaxation.p:g}, residual_tol {s.residual_tol:g}, max_iterations "
             f"{s.max_iterations}, solved velocity components {[int(d) for d in solver.comps]}")
     else:
         log(f"  dt {s.dt:g}, end_time {s.end_time:g}, steady_tol {s.steady_tol:g}, "
             f"solved velocity components {[int(d) for d in solver.comps]}")
-    log(f"  convection {s.convection}, gradient {s.gradient}, laplacian {s.laplacian}"
+    energy = getattr(solver, "energy", None)
+    t = "" if energy is None else f" (T: {temperature_scheme(s)})"
+    log(f"  convection {s.convection}{t}, gradient {s.gradient}, laplacian {s.laplacian}"
         f"{' (non-orthogonal mesh)' if solver.nonorth else ''}")
     ph = case.physics
     if ph.model == "les":
