@@ -239,8 +239,9 @@ class Pressure:
         self.cfg, self.halo = settings, halo
         self.krylov, self.precond = pressure_method(settings.method)
         # the vectors the method takes (CG and FCG: 4, fewer than the momentum solver's)
-        workspace.reserve({"cg1": CG1_VECTORS, "pipecg": PIPECG_VECTORS}.get(
-            self.krylov.__name__, 4))
+        self._vectors = {"cg1": CG1_VECTORS, "pipecg": PIPECG_VECTORS}.get(
+            self.krylov.__name__, 4)
+        workspace.reserve(self._vectors)
         self.sf = lm.geometry.face_areas
         self.P = DistMatrix(pattern, exchanger, timers)
         self.amg = None  # built from the first matrix
@@ -359,8 +360,10 @@ class Pressure:
         return info
 
     def _build_amg(self) -> None:
+        # the levels' work vectors in the workspace's rows the Krylov method leaves free:
+        # the momentum solver's, idle while the pressure is solved
         self.amg = AMG(self.P, self.lm, self.red, strategy=self.halo, timers=self.timers,
-                       cycle=self.cfg.cycle)
+                       cycle=self.cfg.cycle, work=self.ws.spare(self._vectors))
         self.compiled = compiled_solver(self.amg, self.krylov)
 
     def state(self) -> tuple[dict, dict]:
