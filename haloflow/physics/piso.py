@@ -229,7 +229,8 @@ class PisoSolver:
         solved to the final tolerance."""
         with self.timers("assemble"):
             self._hbya()
-        if self._rau_sent:
+        again = self._rau_sent  # V/A, and so the pressure matrix, as the last correction's
+        if again:
             h = self._h_fields[:-1]
         else:
             h = self._h_fields if self.energy is None else self._h_fields_T
@@ -238,7 +239,7 @@ class PisoSolver:
         if self.energy is not None:
             self.energy.add_buoyancy_flux(self.pressure.phiH, self.pressure.g)
         self._flux_memory()
-        info = self.pressure.solve(self.rAU, last)
+        info = self.pressure.solve(self.rAU, last, new_matrix=not again)
         self._update()
         return info
 
