@@ -872,22 +872,28 @@ class AMG:
         nnz = red.gather(len(lev.indices), root=0)
         gid = lev.global_cols[:n]
         key = gid if lev.key is None else np.asarray(lev.key, dtype=np.int64)
-        got = [transfer.gatherv(comm, a, c) for a, c in (
-            (lev.global_cols[lev.indices], nnz), (lev.data, nnz),
-            (np.diff(lev.indptr).astype(np.int64), nrows), (lev.diag_pos, nrows),
-            (gid, nrows), (key, nrows))]
-        cg_rows = ckey = None
+        total = int(nrows.sum())
+        # rank 0 holds the whole level: the entries' global columns travel as 32-bit ids
+        # where they fit and become gathered rows at once, before the values arrive
+        col_t = IDX if total <= np.iinfo(IDX).max else np.int64
+        grc, gdiag, grow, gkey = (transfer.gatherv(comm, a, nrows) for a in (
+            np.diff(lev.indptr).astype(np.int64), lev.diag_pos, gid, key))
+        gcols = transfer.gatherv(comm, np.take(lev.global_cols.astype(col_t), lev.indices),
+                                 nnz)
+        cg_rows = ckey = ix = None
         if self.root:
-            gcols, gdata, grc, gdiag, grow, gkey = got
-            total = int(nrows.sum())
             row = np.empty(total, dtype=np.int64)  # global id -> gathered row
             row[grow] = np.arange(total)
+            ix = row.astype(IDX)[gcols]
+        del gcols
+        gdata = transfer.gatherv(comm, lev.data, nnz)
+        if self.root:
             ip = np.zeros(total + 1, dtype=np.int64)
             np.cumsum(grc, out=ip[1:])
             first_entry = np.repeat(ip[np.concatenate([[0], np.cumsum(nrows)])[:-1]], nrows)
             order = row if np.array_equal(gkey, grow) else np.argsort(gkey, kind="stable")
-            agg, nc = _aggregate(ip.astype(IDX), row.astype(IDX)[gcols], gdata,
-                                 gdiag + first_entry, total, gkey, order)
+            agg, nc = _aggregate(ip.astype(IDX), ix, gdata, gdiag + first_entry, total, gkey,
+                                 order)
             seed = _first_rows(agg, order, nc)  # an aggregate belongs to its first row's rank
             owner = np.repeat(np.arange(size), nrows)[seed]
             offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=size))])
