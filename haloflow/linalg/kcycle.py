@@ -6,10 +6,11 @@ K-cycle level visit is an interpreter round trip into small numba kernels, a cou
 packed once into flat arrays with per-level offsets (the coarse levels' index, coefficient,
 l1-diagonal and aggregate arrays become views into them, so a refresh updates them in place,
 nothing is held twice and nothing is copied per solve; the top level's are the matrix's own,
-and the work vectors are the AMG's block as it is), and FCG(1) (``krylov.fcg``) or single-reduction CG (``lowsync.cg1``)
-runs with the K-cycle and the coarsest direct solve inside numba.  The arithmetic is that
-of the Python path, operation for operation, so iterates agree to round-off and iteration
-counts are the same (tests/unit/test_kcycle.py, tests/mpi/test_kcycle_mpi.py).
+and the work vectors are the AMG's block as it is), and FCG(1) (``krylov.fcg``) or
+single-reduction CG (``lowsync.cg1``) runs with the K-cycle and the coarsest direct solve
+inside numba.  The arithmetic is that of the Python path, operation for operation, so
+iterates agree to round-off and iteration counts are the same (tests/unit/test_kcycle.py,
+tests/mpi/test_kcycle_mpi.py).
 
 Parallel runs communicate from compiled code (:mod:`..parallel.mpicall`): the distributed
 levels' halo exchanges with each exchanger's plan and pack layout on persistent requests of
