@@ -254,7 +254,7 @@ class PisoSolver:
                 self.energy.refresh_gradient()
             self.energy.add_buoyancy_flux(self.pressure.phiH, self.pressure.g)
         self._flux_memory()
-        info = self.pressure.solve(self.rAU, last)
+        info = self.pressure.solve(self.rAU, last, new_matrix=first)  # V/A as the last correction's
         self._update()
         return info
 
