@@ -202,6 +202,23 @@ def _text(what: str) -> _Kind:
     return _Kind(what, check)
 
 
+def _network() -> _Kind:
+    def check(v):
+        if not isinstance(v, str):
+            raise _Invalid
+        if v:
+            from .study.model import ModelError, network
+
+            try:
+                network(v)
+            except ModelError as e:
+                raise _Invalid from e
+        return v
+
+    return _Kind("a network preset (gige-tcp, gige-lowlatency, infiniband-sdr, "
+                 "infiniband-fdr) or a NetPIPE .out file", check)
+
+
 def _pairs() -> _Kind:
     def check(v):
         if not isinstance(v, list | tuple):
@@ -280,12 +297,13 @@ def _schema() -> dict[str, Any]:
             "periodic": _PERIODIC,
         },
         "initial": {  # the velocity and pressure at t = 0
-            "type": _Key(_choice("rest", "uniform", "taylor_green"), "rest"),
+            "type": _Key(_choice("rest", "uniform", "taylor_green", "taylor_green_3d"), "rest"),
             "U": _Key(_XYZ, (0.0, 0.0, 0.0)),  # uniform only
-            "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green only: peak speed at t = 0
+            "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green(_3d) only: peak speed at t = 0
         },
         "physics": {
-            "model": _Key(_choice("incompressible", "boussinesq"), "incompressible"),
+            "model": _Key(_choice("incompressible", "boussinesq", "les", "rans"),
+                          "incompressible"),
             "nu": _Key(_POSITIVE),
         },
         "boundary": None,  # one table per mesh patch: see _boundary
@@ -296,6 +314,9 @@ def _schema() -> dict[str, Any]:
             "n_correctors": _Key(_integer(1, 100), 2),
             "time_scheme": _Key(_choice("euler", "backward"), "euler"),  # PISO: backward = BDF2
             "convection": _Key(_choice("upwind", "linear", "linear-upwind"), "linear"),
+            # physics.model = "boussinesq": the temperature's (default: as convection)
+            "convection_T": _Key(_choice("upwind", "linear", "limited-linear", "van-leer"),
+                                 None),
             "max_steps": _Key(_integer(0, 10**12), 0),
             "algorithm": _Key(_choice(*SOLVERS), "piso"),
             "gradient": _Key(_choice("gauss", "least-squares"), "gauss"),
@@ -307,7 +328,9 @@ def _schema() -> dict[str, Any]:
             "relaxation": {  # SIMPLE
                 "U": _Key(_FRACTION, 0.7),
                 "p": _Key(_FRACTION, 0.3),
-                "T": _Key(_FRACTION, 1.0),  # physics.model = "boussinesq"
+                "T": _Key(_FRACTION, None),  # physics.model = "boussinesq" (default 1)
+                "nu_tilde": _Key(_FRACTION, 0.7),  # physics.model = "rans" (Spalart-Allmaras)
+                "max_dt": _Key(_number(0), 0.0),  # cap on the local pseudo time step (0: none)
             },
             "pressure": {
                 "method": _Key(_choice(*PRESSURE_METHODS), "amg-cg"),
@@ -339,6 +362,8 @@ def _schema() -> dict[str, Any]:
             "balance_every": _Key(_integer(1, 10**9), 10),  # steps between measurements
             "max_imbalance": _Key(_number(1, strict=True, big=1e6), 1.10),  # max/mean load
             "emulate_speed": _Key(_speeds(), {}),  # {rank = relative speed}: a slower core
+            # messages between nodes made as slow as this network (a preset or a .out file)
+            "emulate_network": _Key(_network(), ""),
         },
         "output": {
             "fields": _Key(_boolean(), True),
@@ -357,7 +382,7 @@ def _postprocess() -> dict[str, _Key]:
     """Each registered post-processor's switch, then its settings (haloflow.post)."""
     from .post import POSTPROCESSORS, SETTINGS
 
-    kinds = {"positive": _POSITIVE, "fraction": _FRACTION}
+    kinds = {"positive": _POSITIVE, "fraction": _FRACTION, "time": _number(0)}
     out = {}
     for name in POSTPROCESSORS:
         out[name] = _Key(_boolean(), False)
@@ -622,7 +647,7 @@ def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict
             out[section] = _boundary(raw.get(section, {}), out["mesh"], base_of,
                                      out["physics"].model)
         elif section == "solver":
-            out[section] = _solver(raw.get(section, {}))
+            out[section] = _solver(raw.get(section, {}), out["physics"].model)
         else:
             out[section] = _table(raw.get(section, {}), _schema()[section], (section,))
     from .post import enabled
@@ -631,12 +656,26 @@ def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict
     for post in enabled(case):
         post.validate(case)
     _initial(case)
+    _needs_wall(case)
     return out
 
 
+def _needs_wall(case):
+    """Spalart-Allmaras measures the distance to the nearest wall: a RANS case needs one."""
+    if case.physics.model == "rans" and not any(
+            b.type == "wall" for b in case.boundary.values()):
+        raise KeyProblem(("physics", "model"), 'physics.model = "rans": the Spalart-Allmaras '
+                         "closure needs a patch of type \"wall\" (its distance to the wall)",
+                         also=[("boundary",)])
+
+
 def _initial(case):
-    """Taylor-Green vortices fill a square box: one period each way."""
+    """Taylor-Green vortices fill a square box (the 3D vortex a cube): one period each way."""
     init, mesh = case.initial, case.mesh
+    if init.type == "taylor_green_3d" and (mesh.type != "box" or len(set(mesh.lengths)) != 1):
+        raise KeyProblem(("initial", "type"), 'initial.type: "taylor_green_3d" needs mesh.type '
+                         '= "box" with three equal lengths (a cube of side 2 pi L)',
+                         also=[("mesh", "lengths")])
     if init.type == "taylor_green" and (mesh.type != "box"
                                         or mesh.lengths[0] != mesh.lengths[1]):
         raise KeyProblem(("initial", "type"), 'initial.type: "taylor_green" needs mesh.type = '
@@ -750,13 +789,72 @@ _THERMAL = {
 }
 
 
+# physics.model = "les": an eddy-viscosity closure (haloflow.physics.closures), its constants
+# with the published defaults (OpenFOAM's: Ck, Ce of Yoshizawa's model, Cw of WALE)
+_LES = {
+    "closure": _Key(_choice("smagorinsky", "wale", "kEqn"), "wale"),
+    "Ck": _Key(_POSITIVE, 0.094),
+    "Ce": _Key(_POSITIVE, 1.048),
+    "Cw": _Key(_POSITIVE, 0.325),  # wale
+    "k_init": _Key(_number(0), None),  # kEqn: k at t = 0 (default: local equilibrium)
+    "k_inlet": _Key(_number(0), 0.0),  # kEqn: k at inlets and on inflow through outlets
+}
+
+
+# physics.model = "rans": Spalart-Allmaras (haloflow.physics.closures.spalart_allmaras), its
+# constants with the published defaults (Spalart & Allmaras 1994, as the NASA Turbulence
+# Modeling Resource lists them; cw1 follows from them)
+_RANS = {
+    "closure": _Key(_choice("spalart_allmaras"), "spalart_allmaras"),
+    "cb1": _Key(_POSITIVE, 0.1355),
+    "cb2": _Key(_POSITIVE, 0.622),
+    "sigma": _Key(_POSITIVE, 2.0 / 3.0),
+    "kappa": _Key(_POSITIVE, 0.41),
+    "cw2": _Key(_POSITIVE, 0.3),
+    "cw3": _Key(_POSITIVE, 2.0),
+    "cv1": _Key(_POSITIVE, 7.1),
+    "nu_tilde_ratio": _Key(_POSITIVE, 3.0),  # nu-tilde / nu on inflow (TMR: 3)
+}
+
+
+def _rans(raw, path, plain) -> SimpleNamespace:
+    """The [physics] table of a RANS case: the plain keys and the closure's."""
+    for k in raw:
+        if k not in plain and k not in _RANS and (k in _THERMAL or k in _LES):
+            raise KeyProblem(path + (k,), f"physics.{k}: not a key of physics.model = "
+                             f'"rans" (its keys: {", ".join([*plain, *_RANS])})',
+                             also=[path + ("model",)])
+    return _table(raw, {**plain, **_RANS}, path)
+
+
 def _physics(raw) -> SimpleNamespace:
     """The [physics] table; a Boussinesq case takes the thermal keys and either ``nu`` or
-    ``Ra`` (then ``nu = sqrt(|g| beta delta_T length^3 Pr / Ra)``)."""
+    ``Ra`` (then ``nu = sqrt(|g| beta delta_T length^3 Pr / Ra)``), an LES the keys of its
+    closure."""
     path = ("physics",)
     _is_table(raw, path)
     plain = _schema()["physics"]
     model = _value(raw, "model", plain["model"], path)
+    if model == "rans":
+        return _rans(raw, path, plain)
+    for k in raw:
+        if k in _RANS and k not in _LES:
+            raise KeyProblem(path + (k,), f"physics.{k}: a RANS key, not used by "
+                             f'physics.model = {_fmt(model)} (use model = "rans")',
+                             also=[path + ("model",)])
+    if model != "les":
+        for k in raw:
+            if k in _LES:
+                raise KeyProblem(path + (k,), f"physics.{k}: an LES key, not used by "
+                                 f'physics.model = {_fmt(model)} (use model = "les")',
+                                 also=[path + ("model",)])
+    if model == "les":
+        for k in raw:
+            if k in _THERMAL and k not in plain:
+                raise KeyProblem(path + (k,), f"physics.{k}: a thermal key, not used by "
+                                 f'physics.model = "les" (use model = "boussinesq")',
+                                 also=[path + ("model",)])
+        return _table(raw, {**plain, **_LES}, path)
     if model != "boussinesq":
         for k in raw:
             if k in _THERMAL and k not in plain:
@@ -780,9 +878,9 @@ def _physics(raw) -> SimpleNamespace:
     return out
 
 
-def _solver(raw) -> SimpleNamespace:
+def _solver(raw, model: str = "incompressible") -> SimpleNamespace:
     """The [solver] table: SIMPLE is steady, so ``dt`` and ``end_time`` are optional there
-    (and unused)."""
+    (and unused); the temperature's keys only with ``physics.model = "boussinesq"``."""
     path = ("solver",)
     _is_table(raw, path)
     schema = _schema()["solver"]
@@ -792,6 +890,12 @@ def _solver(raw) -> SimpleNamespace:
         schema = {k: _Key(v.kind, None) if k in ("dt", "end_time") else v
                   for k, v in schema.items()}
     out = _table(raw, schema, path)
+    thermal = [("convection_T",)] if out.convection_T is not None else []
+    thermal += [("relaxation", "T")] if out.relaxation.T is not None else []
+    if model != "boussinesq" and thermal:
+        raise KeyProblem(path + thermal[0], f"{_dotted(path + thermal[0])}: a thermal key, "
+                         f'not used by physics.model = {_fmt(model)} (use model = '
+                         '"boussinesq")', also=[("physics", "model")])
     if out.consistent and out.relaxation.U == 1.0:
         raise KeyProblem(path + ("relaxation", "U"), "solver.relaxation.U: must be below 1 with "
                          "consistent = true (SIMPLEC divides by A - sum|a_nb|, which vanishes "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -71,6 +72,10 @@ def _run_parser(sub) -> None:
     p.add_argument("--staging", choices=("host", "device"),
                    help="fields in host or (emulated) device memory, host<->device copies "
                         "counted (same as --set parallel.staging=...)")
+    p.add_argument("--emulate-network", metavar="NAME|FILE.out",
+                   help="make messages between nodes as slow as this network (a preset of "
+                        "`haloflow predict` or a NetPIPE .out file); [parallel] ranks_per_node "
+                        "says which ranks share a node (default here: one rank per node)")
     p.add_argument("--force", action="store_true",
                    help="allow writing into OUTDIR if it holds a previous haloflow run")
     p.add_argument("--quiet", action="store_true", help="no progress on the terminal")
@@ -111,6 +116,8 @@ def cmd_run(args) -> int:
             overrides.append(f"solver.max_steps={args.steps}")
         overrides += [f"parallel.{k}={v}" for k, v in (("halo", args.halo),
                                                        ("staging", args.staging)) if v]
+        if args.emulate_network:
+            overrides.append(f"parallel.emulate_network={json.dumps(args.emulate_network)}")
         restart = None
         if args.restart is not None:
             restart, case = _restart_case(args, overrides, comm)

@@ -26,6 +26,9 @@ def warm() -> None:
         ("channel", ["mesh.cells=[12,4,1]", "solver.max_iterations=2"]),
         ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2"]),
         ("taylor_green", ["mesh.cells=[6,6,1]", "solver.max_steps=3"]),  # periodic, BDF2
+        *(("taylor_green_3d", ["mesh.cells=[4,4,4]", "solver.max_steps=2",  # LES closures
+                               f'physics.closure="{c}"', "postprocess.averaging=true"])
+          for c in ("smagorinsky", "wale", "kEqn")),
     ]
     for name, overrides in small:
         case = load_case(name, overrides + ["output.plots=false", "output.fields=false"])

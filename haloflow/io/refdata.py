@@ -1,5 +1,6 @@
 """Published reference data for validation: Ghia, Ghia & Shin (1982) lid-driven cavity;
-de Vahl Davis (1983) and Le Quere (1991) heated cavity (see data/devahldavis.csv).
+de Vahl Davis (1983) and Le Quere (1991) heated cavity (see data/devahldavis.csv); the 3D
+Taylor-Green vortex at Re 1600 (data/tgv_re1600_spectral.csv).
 
 Ghia, U., Ghia, K. N. & Shin, C. T., J. Comput. Phys. 48 (1982) 387-411, Tables I and II:
 u along the vertical centreline x = 0.5 and v along the horizontal centreline y = 0.5 of a
@@ -84,3 +85,11 @@ def de_vahl_davis(ra, source="dvd"):
             if row["source"] == source and abs(float(row["Ra"]) - ra) <= 1e-6 * ra:
                 return {k: float(v) for k, v in row.items() if k not in ("source", "Ra")}
     return None
+
+
+def tgv_spectral() -> np.ndarray:
+    """The 3D Taylor-Green vortex at Re 1600: the high-order workshop's 512^3 spectral DNS
+    (see data/tgv_re1600_spectral.csv), columns t, kinetic energy, -dE_k/dt, enstrophy."""
+    text = (DATA / "tgv_re1600_spectral.csv").read_text(encoding="utf-8").splitlines()
+    rows = [line for line in text if line and not line.startswith("#")][1:]  # past the names
+    return np.array([[float(v) for v in line.split(",")] for line in rows])

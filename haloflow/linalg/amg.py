@@ -713,6 +713,9 @@ def _transfers(comm, offsets, members_elsewhere, local_col):
                      in_peers, [got[q] - offsets[comm.rank] for q in in_peers])
 
 
+VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")  # a level's work vectors
+
+
 class Level:
     """One level: a matrix on owned rows (+ ghost columns), its smoother and work vectors."""
 
@@ -727,8 +730,8 @@ class Level:
         self.lu = None  # coarsest level: LU factors as CSC arrays for lu_solve
         self.dense = None  # coarsest level: the dense LU's fixed index arrays and work
         self.pinned = -1
-        z = [np.zeros(max(ncols, 1)) for _ in range(8)]
-        self.b, self.x, self.r, self.c, self.d, self.v, self.w, self.r2 = z
+        # work vectors (VECTORS), made by ``AMG._vectors`` once the hierarchy is known
+        self.b = self.x = self.r = self.c = self.d = self.v = self.w = self.r2 = None
         self.dl1 = np.zeros(max(n, 1))
         self.cut = None  # rows with ghost columns, swept again after an exchange (RESWEEP)
         self.krylov = True  # K-cycle: solved by two Krylov steps (else one plain cycle)
@@ -761,7 +764,7 @@ class AMG:
 
     def __init__(self, A, lmesh, red: Reducer, strategy: str = "packed", cycle: str | None = None,
                  timers=NULL_TIMERS, aggregation: str = AGGREGATION,
-                 gather_below: int | None = None):
+                 gather_below: int | None = None, work: np.ndarray | None = None):
         if aggregation not in ("global", "local"):
             raise ValueError(f"unknown AMG aggregation {aggregation!r} (global or local)")
         self.A = A
@@ -784,6 +787,7 @@ class AMG:
         self.levels: list[Level] = []
         self.root = red.rank == 0
         self._setup()
+        self.block = self._vectors(work)
         if self.cycle_kind == "auto":
             self.cycle_kind = "A" if self._couplings() > AMLI_COUPLINGS else "K"
 
@@ -868,22 +872,28 @@ class AMG:
         nnz = red.gather(len(lev.indices), root=0)
         gid = lev.global_cols[:n]
         key = gid if lev.key is None else np.asarray(lev.key, dtype=np.int64)
-        got = [transfer.gatherv(comm, a, c) for a, c in (
-            (lev.global_cols[lev.indices], nnz), (lev.data, nnz),
-            (np.diff(lev.indptr).astype(np.int64), nrows), (lev.diag_pos, nrows),
-            (gid, nrows), (key, nrows))]
-        cg_rows = ckey = None
+        total = int(nrows.sum())
+        # rank 0 holds the whole level: the entries' global columns travel as 32-bit ids
+        # where they fit and become gathered rows at once, before the values arrive
+        col_t = IDX if total <= np.iinfo(IDX).max else np.int64
+        grc, gdiag, grow, gkey = (transfer.gatherv(comm, a, nrows) for a in (
+            np.diff(lev.indptr).astype(np.int64), lev.diag_pos, gid, key))
+        gcols = transfer.gatherv(comm, np.take(lev.global_cols.astype(col_t), lev.indices),
+                                 nnz)
+        cg_rows = ckey = ix = None
         if self.root:
-            gcols, gdata, grc, gdiag, grow, gkey = got
-            total = int(nrows.sum())
             row = np.empty(total, dtype=np.int64)  # global id -> gathered row
             row[grow] = np.arange(total)
+            ix = row.astype(IDX)[gcols]
+        del gcols
+        gdata = transfer.gatherv(comm, lev.data, nnz)
+        if self.root:
             ip = np.zeros(total + 1, dtype=np.int64)
             np.cumsum(grc, out=ip[1:])
             first_entry = np.repeat(ip[np.concatenate([[0], np.cumsum(nrows)])[:-1]], nrows)
             order = row if np.array_equal(gkey, grow) else np.argsort(gkey, kind="stable")
-            agg, nc = _aggregate(ip.astype(IDX), row.astype(IDX)[gcols], gdata,
-                                 gdiag + first_entry, total, gkey, order)
+            agg, nc = _aggregate(ip.astype(IDX), ix, gdata, gdiag + first_entry, total, gkey,
+                                 order)
             seed = _first_rows(agg, order, nc)  # an aggregate belongs to its first row's rank
             owner = np.repeat(np.arange(size), nrows)[seed]
             offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=size))])
@@ -1025,6 +1035,26 @@ class AMG:
                 lev.smoother_setup()
             self._factor_coarsest()
 
+    def _vectors(self, work):
+        """The levels' work vectors: the top level's residual alone (its right-hand side
+        and iterate are the caller's; ``solve`` makes the K-cycle's others if it needs
+        them), every coarser level's eight as slices of the rows of one (8, L) block,
+        returned (the compiled solve uses it as it is).  They live in ``work`` where they
+        fit: scratch that nothing else touches while a solve runs (the momentum solver's
+        workspace), since every cycle writes a vector before it reads it."""
+        top = max(self.levels[0].ncols, 1)
+        sizes = [max(lev.ncols, 1) for lev in self.levels[1:]]
+        need = top + len(VECTORS) * sum(sizes)
+        buf = work[:need] if work is not None and len(work) >= need else np.zeros(need)
+        self.levels[0].r = buf[:top]
+        block = buf[top:].reshape(len(VECTORS), sum(sizes))
+        off = 0
+        for lev, m in zip(self.levels[1:], sizes, strict=True):
+            for k, name in enumerate(VECTORS):
+                setattr(lev, name, block[k, off:off + m])
+            off += m
+        return block
+
     def _redundant_from(self):
         """Index of the first level every rank holds whole (len(levels) if none)."""
         return len(self.levels) if self.first_redundant is None else self.first_redundant
@@ -1160,6 +1190,9 @@ class AMG:
         red = self.levels[0].red
         r = np.zeros(A.pattern.n_cols) if ws is None else ws[0]
         z = np.zeros(A.pattern.n_cols) if ws is None else ws[1]
+        top = self.levels[0]
+        if top.c is None:  # the top level's K-cycle vectors (a preconditioner needs none)
+            top.c, top.d, top.v, top.w, top.r2 = (np.zeros(len(top.r)) for _ in range(5))
         info = SolveInfo()
         for it in range(max_iter + 1):
             A.residual(x, b, r)

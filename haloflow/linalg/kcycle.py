@@ -3,12 +3,14 @@
 Why: driven from Python (``krylov.fcg`` with ``AMG.apply``) every Krylov iteration and every
 K-cycle level visit is an interpreter round trip into small numba kernels, a counted
 ``Reducer.sum`` and an exchanger call.  Here the hierarchy that :class:`.amg.AMG` built is
-packed once into flat arrays with per-level offsets (the levels' coefficient, l1-diagonal
-and work arrays become views into them, so a refresh updates them in place and nothing is
-copied per solve), and FCG(1) (``krylov.fcg``) or single-reduction CG (``lowsync.cg1``)
-runs with the K-cycle and the coarsest direct solve inside numba.  The arithmetic is that
-of the Python path, operation for operation, so iterates agree to round-off and iteration
-counts are the same (tests/unit/test_kcycle.py, tests/mpi/test_kcycle_mpi.py).
+packed once into flat arrays with per-level offsets (the coarse levels' index, coefficient,
+l1-diagonal and aggregate arrays become views into them, so a refresh updates them in place,
+nothing is held twice and nothing is copied per solve; the top level's are the matrix's own,
+and the work vectors are the AMG's block as it is), and FCG(1) (``krylov.fcg``) or
+single-reduction CG (``lowsync.cg1``) runs with the K-cycle and the coarsest direct solve
+inside numba.  The arithmetic is that of the Python path, operation for operation, so
+iterates agree to round-off and iteration counts are the same (tests/unit/test_kcycle.py,
+tests/mpi/test_kcycle_mpi.py).
 
 Parallel runs communicate from compiled code (:mod:`..parallel.mpicall`): the distributed
 levels' halo exchanges with each exchanger's plan and pack layout on persistent requests of
@@ -76,13 +78,14 @@ RB = 8  # room for the scalars of one fused sum (send and receive halves)
 # slots of the int64 counters array ``cnt``: then one exchange count per level
 REDUCTIONS, TOP_EXCHANGES, GATHERED_NS, GATHERED_VISITS, REDUCE_NS, ALLGATHER_NS = range(6)
 CNT_HEAD = 6
-# positions in the tuple ``h`` of packed arrays
+# positions in the tuple ``h`` of packed arrays; then the top level's own arrays (the
+# matrix's pattern, its smoother diagonal, aggregates and residual: nothing copied)
 H_CTL, H_PL, H_HB, H_HCELLS, H_HPLAN, H_XIDX, H_HND = range(10, 17)
+H_IP0, H_IX0, H_DP0, H_DL10, H_AGG0, H_R0 = range(17, 23)
 # per level the bandwidth its thread blocks snapshot (-1: the level runs serially), and the
 # blocks' partial sums
-H_THR, H_PART = 17, 18
-# work vectors of a level, rows of ``W`` (the names of amg.Level's attributes)
-VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")
+H_THR, H_PART = 23, 24
+# work vectors of a level, rows of ``W`` (amg.VECTORS, the names of amg.Level's attributes)
 B, X, R, C, D, V, Wv, R2 = range(8)
 
 
@@ -209,17 +212,23 @@ def _now(ctl):
 
 @nb.njit(cache=True)
 def _level(h, d0, i):
-    """(indptr, indices, data, diag_pos, dl1) of level i (level 0's data: the matrix's)."""
+    """(indptr, indices, data, diag_pos, dl1) of level i (level 0's: the matrix's own)."""
     ip, ix, dat, dp, dl1, lv = h[0], h[1], h[2], h[3], h[4], h[8]
     n = lv[i, N]
+    if i == 0:
+        ix0 = h[H_IX0]
+        return (h[H_IP0][0:n + 1], ix0[0:len(ix0)], d0, h[H_DP0][0:n], h[H_DL10][0:n])
     a, z = lv[i, NZ], lv[i + 1, NZ]
-    data = d0 if i == 0 else dat[a:z]
-    return (ip[lv[i, IP]:lv[i, IP] + n + 1], ix[a:z], data, dp[lv[i, VEC]:lv[i, VEC] + n],
+    return (ip[lv[i, IP]:lv[i, IP] + n + 1], ix[a:z], dat[a:z], dp[lv[i, VEC]:lv[i, VEC] + n],
             dl1[lv[i, VEC]:lv[i, VEC] + n])
 
 
 @nb.njit(cache=True)
 def _vec(h, k, i):
+    """Work vector k of level i (level 0 has only its residual, R)."""
+    if i == 0:
+        r0 = h[H_R0]
+        return r0[0, 0:r0.shape[1]]
     W, lv = h[7], h[8]
     return W[k, lv[i, VEC]:lv[i + 1, VEC]]
 
@@ -228,6 +237,15 @@ def _vec(h, k, i):
 def _blocks(h, i):
     """Thread blocks level i's kernels run on (:mod:`.blocks`); 0: the serial kernels."""
     return h[H_CTL][NBLK] if h[H_THR][i] >= 0 else 0
+
+
+@nb.njit(cache=True)
+def _agg(h, i):
+    """The aggregate of each row of level i."""
+    lv = h[8]
+    if i == 0:
+        return h[H_AGG0][0:lv[0, N]]
+    return h[5][lv[i, VEC]:lv[i, VEC] + lv[i, N]]
 
 
 @nb.njit(cache=True)
@@ -344,7 +362,7 @@ def _down(h, d0, cnt, i, b, x):
     """First half of ``AMG._cycle`` on level i: smooth from zero, restrict the residual
     into the next level's right-hand side (partial sums of aggregates spanning ranks to
     their owners; into a redundant level, one allgatherv)."""
-    lv, agg, pl = h[8], h[5], h[H_PL]
+    lv, pl = h[8], h[H_PL]
     n = lv[i, N]
     ip, ix, data, dp, dl1 = _level(h, d0, i)
     r = _vec(h, R, i)
@@ -355,7 +373,7 @@ def _down(h, d0, cnt, i, b, x):
         tb.residual(ip, ix, data, x, b, r, nt)
     else:
         residual(ip, ix, data, x, b, r)
-    ag = agg[lv[i, VEC]:lv[i, VEC] + n]
+    ag = _agg(h, i)
     if pl[i, RD] == 0:
         rc = _vec(h, B, i + 1)
         restrict(ag, r, n, rc, lv[i + 1, NCOLS])
@@ -381,9 +399,9 @@ def _up(h, d0, cnt, i, b, x):
     """Second half of ``AMG._cycle``: add the next level's correction (the owners' values
     of spanning aggregates back; from a redundant level, this rank's entries), smooth
     back."""
-    lv, agg, pl = h[8], h[5], h[H_PL]
+    lv, pl = h[8], h[H_PL]
     n = lv[i, N]
-    ag = agg[lv[i, VEC]:lv[i, VEC] + n]
+    ag = _agg(h, i)
     if pl[i, RD] == 0:
         e = _vec(h, X, i + 1)
         if pl[i, XF]:
@@ -782,15 +800,18 @@ def cg1(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, u, w, p, s, out):
 
 # -- set-up -----------------------------------------------------------------------------------
 
-def _views(levels, attr, dtype=np.float64):
-    """One array holding every level's ``attr`` (same lengths); the levels' attributes
-    become views into it, so in-place updates (refresh, smoother set-up) land there."""
-    parts = [getattr(lev, attr) for lev in levels]
-    packed = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+def _views(levels, attr, dtype=np.float64, pad=None):
+    """One array holding every level's ``attr`` (each padded with zeros to ``pad[i]``
+    entries if given); the levels' attributes become views into it (of their own length),
+    so in-place updates (refresh, smoother set-up) land there and nothing is held twice."""
+    parts = [np.asarray(getattr(lev, attr)) for lev in levels]
+    size = [len(a) for a in parts] if pad is None else pad
+    packed = np.zeros(sum(size), dtype)
     off = 0
-    for lev, a in zip(levels, parts, strict=True):
+    for lev, a, m in zip(levels, parts, size, strict=True):
+        packed[off:off + len(a)] = a
         setattr(lev, attr, packed[off:off + len(a)])
-        off += len(a)
+        off += m
     return packed
 
 
@@ -805,6 +826,51 @@ def _thread_levels(levels, nt: int) -> np.ndarray:
     return thr
 
 
+def _level_table(amg) -> np.ndarray:
+    """The int64 table ``lv``: each level's sizes, its offsets in the packed arrays (level
+    0 takes no room there: the kernels read the matrix's own arrays) and its cycle."""
+    levels = amg.levels
+    lv = np.zeros((len(levels) + 1, LV_COLS), dtype=np.int64)
+    for i, lev in enumerate(levels):
+        cut = lev.cut if lev.cut is not None else np.zeros(0, IDX)
+        coarse = i > 0
+        lv[i, N], lv[i, NCOLS] = lev.n, lev.ncols
+        lv[i + 1, IP] = lv[i, IP] + coarse * (lev.n + 1)
+        lv[i + 1, NZ] = lv[i, NZ] + coarse * len(lev.indices)
+        lv[i + 1, VEC] = lv[i, VEC] + (len(lev.b) if coarse else 0)
+        lv[i + 1, CUT] = lv[i, CUT] + len(cut)
+        lv[i, NCUT], lv[i, HASCUT] = len(cut), lev.cut is not None
+        lv[i, COUNTED] = lev.red.stats is amg.red.stats
+        lv[i, KRYLOV] = lev.krylov * {"K": K_LEVEL, "A": AMLI_LEVEL}.get(amg.cycle_kind, 0)
+    return lv
+
+
+def _pack(amg, lv):
+    """The coarse levels' matrices, smoother diagonals and aggregates, each kind in one array
+    (the levels keep views into them), and the top level's own arrays for ``h``."""
+    levels = amg.levels
+    coarse = levels[1:]
+    vec_len = [len(lev.b) for lev in coarse]
+    ip = _views(coarse, "indptr", IDX)
+    ix = _views(coarse, "indices", IDX)
+    dat = _views(coarse, "data")  # level 0's coefficients are the matrix's (per solve)
+    dp = _views(coarse, "diag_pos", np.int64, vec_len)
+    dl1 = _views(coarse, "dl1", np.float64, vec_len)
+    nexts = [lev.next for lev in coarse if lev.next is not None]
+    agg = _views(nexts, "agg", np.int64, vec_len[:len(nexts)])
+    agg = np.concatenate([agg, np.zeros(vec_len[-1] if len(nexts) < len(coarse) else 0,
+                                        np.int64)])
+    cut = np.concatenate([lev.cut.astype(IDX) if lev.cut is not None else np.zeros(0, IDX)
+                          for lev in levels])
+    top = levels[0]
+    if top.next is not None:
+        top.next.agg = np.asarray(top.next.agg, dtype=np.int64)
+    agg0 = top.next.agg if top.next is not None else np.zeros(1, np.int64)
+    own = (np.asarray(top.indptr, IDX), np.asarray(top.indices, IDX),
+           np.asarray(top.diag_pos, np.int64), top.dl1, agg0, top.r[None, :])
+    return (ip, ix, dat, dp, dl1, agg, cut, amg.block, lv), own
+
+
 class CompiledSolve:
     """One pressure solve (``method`` "fcg" or "cg1" with the AMG's K-cycle) as one numba
     call, on the hierarchy of ``amg`` (serial).  ``refresh`` replaces ``amg.refresh``."""
@@ -816,42 +882,8 @@ class CompiledSolve:
         self.kernel = fcg if method == "fcg" else cg1
         levels = amg.levels
         nl = len(levels)
-        lv = np.zeros((nl + 1, LV_COLS), dtype=np.int64)
-        vec_len = [len(lev.b) for lev in levels]
-        for i, lev in enumerate(levels):
-            cut = lev.cut if lev.cut is not None else np.zeros(0, IDX)
-            lv[i, N], lv[i, NCOLS] = lev.n, lev.ncols
-            lv[i + 1, IP] = lv[i, IP] + lev.n + 1
-            lv[i + 1, NZ] = lv[i, NZ] + len(lev.indices)
-            lv[i + 1, VEC] = lv[i, VEC] + vec_len[i]
-            lv[i + 1, CUT] = lv[i, CUT] + len(cut)
-            lv[i, NCUT], lv[i, HASCUT] = len(cut), lev.cut is not None
-            lv[i, COUNTED] = lev.red.stats is amg.red.stats
-            lv[i, KRYLOV] = lev.krylov * {"K": K_LEVEL, "A": AMLI_LEVEL}.get(amg.cycle_kind, 0)
-        ip = np.concatenate([lev.indptr.astype(IDX) for lev in levels])
-        ix = np.concatenate([lev.indices.astype(IDX) for lev in levels])
-        # level 0's coefficients are the matrix's own (passed per solve); the others packed
-        dat = np.zeros(int(lv[nl, NZ]))
-        for i, lev in enumerate(levels[1:], start=1):
-            dat[lv[i, NZ]:lv[i + 1, NZ]] = lev.data
-            lev.data = dat[lv[i, NZ]:lv[i + 1, NZ]]
-        pad = [np.zeros(vec_len[i] - lev.n, dtype=np.int64) for i, lev in enumerate(levels)]
-        dp = np.concatenate([np.concatenate([lev.diag_pos.astype(np.int64), z])
-                             for lev, z in zip(levels, pad, strict=True)])
-        agg = np.concatenate([np.concatenate([lev.next.agg.astype(np.int64), z])
-                              if lev.next is not None else np.zeros(vec_len[i], np.int64)
-                              for i, (lev, z) in enumerate(zip(levels, pad, strict=True))])
-        for lev, ln in zip(levels, vec_len, strict=True):  # dl1 padded to the vector length
-            if len(lev.dl1) != ln:
-                lev.dl1 = np.concatenate([lev.dl1, np.zeros(ln - len(lev.dl1))])
-        dl1 = _views(levels, "dl1")
-        cut = np.concatenate([lev.cut.astype(IDX) if lev.cut is not None else np.zeros(0, IDX)
-                              for lev in levels])
-        W = np.zeros((len(VECTORS), int(lv[nl, VEC])))
-        for k, name in enumerate(VECTORS):
-            for i, lev in enumerate(levels):
-                W[k, lv[i, VEC]:lv[i + 1, VEC]] = getattr(lev, name)
-                setattr(lev, name, W[k, lv[i, VEC]:lv[i + 1, VEC]])
+        lv = _level_table(amg)
+        packed, own = _pack(amg, lv)
         # per level, a1 and rho1 of a K-cycle in progress; then the AMLI step lengths
         ks = np.zeros(2 * (nl + 1) + 2)
         ks[-2:] = amg.amli
@@ -870,9 +902,8 @@ class CompiledSolve:
         ctl[STATUSES] = par.statuses
         ctl[RBUF] = par.rbuf
         ctl[NBLK] = threads.blocks()
-        self.h = (ip, ix, dat, dp, dl1, agg, cut, W, lv, ks, ctl, par.pl, par.hb, par.hcells,
-                  par.hplan, par.xidx, par.hnd, _thread_levels(levels, int(ctl[NBLK])),
-                  np.zeros((ctl[NBLK] + 1, RB)))
+        self.h = (*packed, ks, ctl, par.pl, par.hb, par.hcells, par.hplan, par.xidx, par.hnd,
+                  *own, _thread_levels(levels, int(ctl[NBLK])), np.zeros((ctl[NBLK] + 1, RB)))
         self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
         self.out = np.zeros(4)
         self.chol = self._cholesky_setup()

@@ -113,6 +113,15 @@ class Workspace:
     def __init__(self, n_cells, n_rows, count):
         self.v = [np.zeros(n_cells) for _ in range(count)]
         self.invd = np.zeros(n_rows)
+        self.rows = None  # (k, n_cells) array whose rows are the first k vectors, if any
+
+    def spare(self, count: int) -> np.ndarray | None:
+        """The vectors after the first ``count`` as one flat array, where they are rows of
+        one buffer (a :class:`ManyWorkspace`'s), else None: scratch for a solver's own work
+        vectors (the AMG's levels) while the solve using the first ``count`` runs."""
+        if self.rows is None or count >= len(self.rows):
+            return None
+        return self.rows[count:].reshape(-1)
 
     def reserve(self, count: int) -> list:
         """The first ``count`` vectors, adding the missing ones (once: call it when a solver
@@ -499,6 +508,7 @@ class ManyWorkspace:
         flat = self.w.reshape(21, -1)
         ws.v = [flat[k] for k in range(21)]
         ws.invd = self.invd
+        ws.rows = flat
         ws.reserve(count)
         return ws
 

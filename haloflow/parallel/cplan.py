@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
-from . import mpicall
+from . import emulation, mpicall
 
 
 def _free(reqs) -> None:
@@ -34,11 +34,14 @@ class Requests:
         self.reqs: list = []
         self.handles = None
         self.statuses = None
+        self._groups: list = []  # (first, peers sent to, bytes each): an emulation's waits
 
     def add(self, sends, recvs, tag: int) -> tuple[int, int]:
         """``sends``/``recvs``: (peer, float64 buffer) pairs; receives first, as the
         halo strategies order them."""
         first = len(self.reqs)
+        if emulation.on(self.comm) is not None:
+            self._groups.append((first, [q for q, _ in sends], [b.nbytes for _, b in sends]))
         self.reqs += [self.comm.Recv_init([b, MPI.DOUBLE], q, tag) for q, b in recvs]
         self.reqs += [self.comm.Send_init([b, MPI.DOUBLE], q, tag) for q, b in sends]
         return first, len(self.reqs) - first
@@ -48,6 +51,8 @@ class Requests:
             np.zeros(1, dtype=mpicall.request_dtype())
         self.statuses = np.zeros(max(1, len(self.reqs)) * mpicall.status_bytes(), np.uint8)
         self._finalizer = weakref.finalize(self, _free, list(self.reqs))
+        for first, peers, nbytes in self._groups:
+            emulation.register(self.comm, self.address(first), peers, nbytes)
 
     def address(self, first: int) -> int:
         return self.handles.ctypes.data + first * self.handles.itemsize

@@ -54,10 +54,26 @@ def _libmpi_path() -> str | None:
     return ctypes.util.find_library("mpi")
 
 
-@cache
+_WRAPPED: dict[str, int] = {}  # functions replaced by an emulated network's wrappers
+
+
 def addresses() -> dict[str, int] | None:
     """Addresses of the MPI functions in ``FUNCTIONS`` and of clock_gettime ("clock"), or
-    None."""
+    None; under network emulation (``parallel.emulation``) some are its wrappers'."""
+    real = library_addresses()
+    return {**real, **_WRAPPED} if real is not None and _WRAPPED else real
+
+
+def wrap(replacements: dict[str, int] | None) -> None:
+    """Hand out ``replacements`` instead of the library's functions from now on (None: the
+    library's again).  Plans built before keep what they got."""
+    _WRAPPED.clear()
+    _WRAPPED.update(replacements or {})
+
+
+@cache
+def library_addresses() -> dict[str, int] | None:
+    """The MPI library's own functions (see :func:`addresses`)."""
     if os.environ.get("HALOFLOW_NO_CMPI"):
         return None
     from mpi4py import MPI

@@ -18,6 +18,8 @@ from time import perf_counter
 import numpy as np
 from mpi4py import MPI
 
+from . import emulation
+
 
 @dataclass
 class ReduceStats:
@@ -40,6 +42,7 @@ class Reducer:
         self.stats = ReduceStats() if stats is None else stats
         self._bufs = {}  # n -> (send, receive) buffers, allocated once per size
         self._pending = {}  # n -> PendingSum, its buffers allocated once per size
+        self._emu = emulation.on(comm)  # an emulated network's waits, or None
 
     @property
     def n_calls(self) -> int:
@@ -60,6 +63,8 @@ class Reducer:
         buf[:] = vals
         t0 = perf_counter()
         self.comm.Allreduce(buf, out, op=op)
+        if self._emu is not None:
+            self._emu.reduce_wait(len(vals))
         self.stats.seconds += perf_counter() - t0
         return tuple(out)
 
@@ -90,6 +95,8 @@ class Reducer:
         out = np.empty_like(a)
         t0 = perf_counter()
         self.comm.Allreduce(a, out, op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op])
+        if self._emu is not None:
+            self._emu.reduce_wait(a.size)
         self.stats.seconds += perf_counter() - t0
         return out
 
@@ -100,6 +107,8 @@ class Reducer:
             return [obj]
         t0 = perf_counter()
         out = self.comm.allgather(obj)
+        if self._emu is not None:
+            self._emu.gather_wait(64 * self.size)  # a few pickled values per rank
         self.stats.seconds += perf_counter() - t0
         return out
 
@@ -123,7 +132,7 @@ class Reducer:
         self.stats.calls += 1
         pending = self._pending.get(len(vals))
         if pending is None:
-            pending = self._pending[len(vals)] = PendingSum(len(vals), self.stats)
+            pending = self._pending[len(vals)] = PendingSum(len(vals), self.stats, self._emu)
         pending.start(self.comm if self.parallel else None, vals)
         return pending
 
@@ -132,10 +141,10 @@ class PendingSum:
     """A non-blocking allreduce of ``n`` sums with its own buffers; ``wait`` adds its waiting
     time to the stats."""
 
-    __slots__ = ("_req", "_buf", "_out", "_stats")
+    __slots__ = ("_req", "_buf", "_out", "_stats", "_emu", "_t_start")
 
-    def __init__(self, n: int, stats):
-        self._req, self._stats = None, stats
+    def __init__(self, n: int, stats, emu=None):
+        self._req, self._stats, self._emu, self._t_start = None, stats, emu, 0.0
         self._buf, self._out = np.zeros(n), np.zeros(n)
 
     def start(self, comm, vals) -> None:
@@ -147,11 +156,15 @@ class PendingSum:
             self._out[:] = self._buf
         else:
             self._req = comm.Iallreduce(self._buf, self._out, op=MPI.SUM)
+            if self._emu is not None:
+                self._t_start = perf_counter()
 
     def wait(self) -> tuple:
         if self._req is not None:
             t0 = perf_counter()
             self._req.Wait()
+            if self._emu is not None:  # the network's time, less what the work hid
+                self._emu.reduce_wait_after(len(self._buf), self._t_start)
             self._stats.seconds += perf_counter() - t0
             self._req = None
         return tuple(self._out)

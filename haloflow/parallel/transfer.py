@@ -17,6 +17,8 @@ from time import perf_counter
 import numpy as np
 from mpi4py import MPI
 
+from . import emulation
+
 
 def _free(reqs) -> None:
     if not MPI.Is_finalized():
@@ -34,10 +36,15 @@ class PointToPoint:
         self.reqs = [comm.Recv_init(b, q, tag) for q, b in recvs]
         self.reqs += [comm.Send_init(b, q, tag) for q, b in sends]
         self._free = weakref.finalize(self, _free, list(self.reqs))
+        self._emu = emulation.on(comm)
+        self._delay = emulation.exchange_delay(comm, [q for q, _ in sends],
+                                               [np.asarray(b).nbytes for _, b in sends])
 
     def run(self) -> None:
         MPI.Prequest.Startall(self.reqs)
         MPI.Request.Waitall(self.reqs)
+        if self._emu is not None:
+            self._emu.wait(self._delay, len(self.reqs) // 2)
 
 
 class RootPieces:
@@ -76,6 +83,7 @@ class AllPieces:
         self.parallel = comm.size > 1
         self._spec = (self.counts.tolist(), self.displs.tolist())
         self.calls, self.seconds, self.bytes = 0, 0.0, 0
+        self._emu = emulation.on(comm)
 
     def allgather(self, piece: np.ndarray, whole: np.ndarray) -> None:
         """``whole[:total]`` = every rank's ``piece`` (float64), in rank order."""
@@ -86,6 +94,8 @@ class AllPieces:
             return
         t0 = perf_counter()
         self.comm.Allgatherv(piece, [whole, self._spec, MPI.DOUBLE])
+        if self._emu is not None:
+            self._emu.gather_wait(8 * self.total)
         self.seconds += perf_counter() - t0
 
 

@@ -2,18 +2,20 @@
 
 Temperature obeys ``dT/dt + div(phi T) = div(alpha grad T)`` with ``alpha = nu / Pr``, assembled
 as the momentum equation is (implicit upwind convection with the old conservative flux and a
-deferred correction to linear, orthogonal diffusion implicit, the same time term) and solved
-by the same BiCGStab.  The solved pressure is ``p_rgh = p - rhok (g . x)`` with
-``rhok = 1 - beta (T - T_ref)``; buoyancy enters on faces as OpenFOAM's buoyantBoussinesq
-solvers do: ``phig = -(g . x_f) snGrad(rhok) rAU_f |S|`` joins the predicted flux, and the
-cell force that momentum and the velocity correction see is the reconstruction (least squares
-over the face normals) of ``(-(g . x_f) snGrad(rhok) - snGrad(p_rgh)) |S|``.  A fluid at rest
-in a stable stratification then balances face by face: the pressure equation makes every
-face force zero and the velocity stays zero.
+deferred correction to linear or to a TVD-limited linear value, orthogonal diffusion implicit,
+the same time term) and solved by the same BiCGStab.  The solved pressure is
+``p_rgh = p - rhok (g . x)`` with ``rhok = 1 - beta (T - T_ref)``; buoyancy enters on faces as
+OpenFOAM's buoyantBoussinesq solvers do: ``phig = -(g . x_f) snGrad(rhok) rAU_f |S|`` joins
+the predicted flux, and the cell force that momentum and the velocity correction see is the
+reconstruction (least squares over the face normals) of
+``(-(g . x_f) snGrad(rhok) - snGrad(p_rgh)) |S|``.  A fluid at rest in a stable stratification
+then balances face by face: the pressure equation makes every face force zero and the
+velocity stays zero.
 
 Temperature ghosts travel in the first pressure correction's exchange of ``H/A``: the
 equation is solved between the momentum predictor and the corrections (as
-buoyantBoussinesqPimpleFoam does), so no exchange point gains a message.
+buoyantBoussinesqPimpleFoam does), so no exchange point gains a message; a limited scheme's
+gradient of ``T`` is computed after that exchange and travels with the velocity's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import numpy as np
 
 from ..linalg.krylov import bicgstab
 from ..linalg.matrix import DistMatrix
+from ..mesh.core import neighbour_centres
 from .patches import EMPTY, FIXED, FIXED_GRADIENT
+from .schemes import LIMITERS, limited_source
 from .time import bdf2_history
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -177,7 +181,7 @@ class Energy:
     ``state()`` names the cell fields a restart needs."""
 
     def __init__(self, lmesh, fc, bc, comps, pattern, exchanger, red, workspace, scratch,
-                 timers, *, physics, boundary, convection, settings, relaxation=1.0,
+                 timers, *, physics, boundary, scheme, gradient, settings, relaxation=1.0,
                  steady=False, time_scheme="euler"):
         lm = lmesh
         n, ni = lm.n_cells, lm.n_internal
@@ -189,7 +193,7 @@ class Energy:
         self.T_ref = float(physics.T_ref)
         self.relaxation = float(relaxation)
         self.steady = steady
-        self.linear = convection != "upwind"
+        self.linear = scheme == "linear"
         g = np.asarray(physics.g, dtype=float)
         self.ghf = lm.geometry.face_centres @ g
         self.magsf = np.linalg.norm(lm.geometry.face_areas, axis=1)
@@ -212,6 +216,16 @@ class Energy:
         self.ex.exchange(self.field)  # once: afterwards T rides on the H/A exchange
         self._boundary_values()
         self.ni = ni
+        self.limiter = LIMITERS.get(scheme, 0)
+        self._pending = ()
+        if self.limiter:  # the upwind cells' gradients, ghost rows included
+            self.gradient, self.comps = gradient, comps
+            self.d = neighbour_centres(lm) - lm.geometry.cell_centres[lm.owner[:ni]]
+            self.gradT = np.zeros((3, n))
+            self.gkind = np.where(self.tkind == EMPTY, EMPTY, FIXED)  # face values: tb
+            self.grad_fields = tuple(self.gradT[d] for d in comps)
+            self.refresh_gradient()
+            self.ex.exchange(self.take_pending())  # once: afterwards with U's exchange
 
     def state(self) -> tuple[dict, dict]:
         """What a restart needs (see ``PisoSolver.checkpoint_state``): ``T`` and, under
@@ -227,6 +241,25 @@ class Energy:
             self.T_old[:] = values["T_old"].reshape(-1)
             self._started = bool(extra["T_bdf2_started"])
         self._boundary_values()
+        if self.limiter:  # the gradient of the restored T, as the stopped run had it
+            self.refresh_gradient()
+            self.ex.exchange(self.take_pending())
+
+    def refresh_gradient(self) -> None:
+        """A limited scheme: ``grad T`` on the owned cells once the ghosts of ``T`` are
+        current (after the first correction's exchange of ``H/A``); its ghost rows travel
+        with the next exchange of the velocity (:meth:`take_pending`), in time for the next
+        solve.  Nothing otherwise."""
+        if not self.limiter:
+            return
+        with self.timers("fluxes"):
+            self.gradient(self.T, self.gkind, self.tb, self.gradT)
+        self._pending = self.grad_fields
+
+    def take_pending(self) -> tuple:
+        """The fields to add to the next exchange (the new gradient once), then none."""
+        out, self._pending = self._pending, ()
+        return out
 
     def _boundary_values(self) -> None:
         lm = self.lm
@@ -244,6 +277,9 @@ class Energy:
                           self.alpha, self.vol, ddt, self.tkind, self.tvalue, self.T,
                           self.T_time, self.linear, self.diag, self.lower, self.upper,
                           self.rhs)
+            if self.limiter:
+                limited_source(lm.owner, lm.neighbour, fc.weight, phi, self.d, self.gradT,
+                               self.comps, self.T, self.limiter, self.rhs)
             if self.relaxation != 1.0:
                 relax_energy(self.diag, self.T, self.relaxation, lm.n_owned, self.rhs)
             self.M.fill(self.diag, self.lower, self.upper)

@@ -135,13 +135,16 @@ def h_by_a_kernel(indptr, indices, data, diag_pos, diag, U, b0, vol, comps, HbyA
 
 
 @nb.njit(cache=True)
-def relax_momentum(diag, U, comps, alpha, n, b0):
-    """``diag /= alpha`` and ``b0 += (1 - alpha)/alpha diag U`` on the owned rows."""
+def relax_momentum(diag, U, comps, alpha, vol, inv_dt, n, b0):
+    """``diag /= alpha`` and ``b0 += (1 - alpha)/alpha diag U`` on the owned rows, or where
+    that adds less than ``V inv_dt`` to the diagonal, that: the local pseudo time step
+    ``alpha/(1 - alpha) V/A`` of the relaxation is at most ``1/inv_dt``."""
     f = (1.0 - alpha) / alpha
     for c in range(n):
+        add = max(f * diag[c], vol[c] * inv_dt)
         for d in comps:
-            b0[d, c] += f * diag[c] * U[d, c]
-        diag[c] /= alpha
+            b0[d, c] += add * U[d, c]
+        diag[c] = diag[c] / alpha if add == f * diag[c] else diag[c] + add
 
 
 class Momentum:
@@ -218,9 +221,11 @@ class Momentum:
                 linear_upwind_source(lm.owner, lm.neighbour, phi, g.face_centres, self.fcn,
                                      g.cell_centres, self.gradU, self.comps, self.b0)
 
-    def relax(self, alpha: float) -> None:
-        """Implicit under-relaxation: ``A/alpha U = H + (1 - alpha)/alpha A U_old``."""
-        relax_momentum(self.diag, self.U, self.comps, alpha, self.lm.n_owned, self.b0)
+    def relax(self, alpha: float, inv_dt: float = 0.0) -> None:
+        """Implicit under-relaxation: ``A/alpha U = H + (1 - alpha)/alpha A U_old``, with at
+        least ``V inv_dt`` added to ``A`` (see :func:`relax_momentum`)."""
+        relax_momentum(self.diag, self.U, self.comps, alpha, self.vol, inv_dt,
+                       self.lm.n_owned, self.b0)
 
     def fill(self) -> None:
         self.M.fill(self.diag, self.lower, self.upper)

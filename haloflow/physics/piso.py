@@ -16,7 +16,7 @@ from ..linalg.matrix import Pattern
 from ..mesh.fv import face_coeffs
 from ..parallel.timers import NULL_TIMERS
 from .bcs import build_boundary, solved_components
-from .closures import make_closure
+from .closures import Context, make_closure
 from .initial import initial_fields
 from .momentum import Momentum
 from .monitor import StepInfo, StepMonitor
@@ -25,6 +25,14 @@ from .pressure import Pressure, correct_fluxes, correct_velocity, predicted_flux
 from .schemes import Gradient
 from .scratch import Scratch
 from .time import TIME_SCHEMES
+
+
+def temperature_scheme(s) -> str:
+    """The temperature's convection scheme: ``solver.convection_T``, else the momentum's
+    (``linear-upwind`` as ``linear``)."""
+    if s.convection_T is not None:
+        return s.convection_T
+    return "linear" if s.convection == "linear-upwind" else s.convection
 
 
 class PisoSolver:
@@ -47,7 +55,6 @@ class PisoSolver:
         self.bc = build_boundary(lm, boundary, red)
         self.comps = np.array(solved_components(lm, self.bc, red), dtype=np.int64)
         self.fc = face_coeffs(lm)
-        self.closure = make_closure(lm, physics)
         self.gradient = Gradient(lm, self.fc, s.gradient, self.bc.u_kind == EMPTY, self.comps)
         # the deferred non-orthogonal parts, only where some face needs them (never on a box)
         self.nonorth = s.laplacian == "corrected" and red.any(self.fc.nonorthogonal)
@@ -77,6 +84,9 @@ class PisoSolver:
         many = ManyWorkspace(n, lm.n_owned)  # its rows also serve the other solves
         ws = many.as_workspace(8)
         common = (lm, self.fc, self.bc, self.comps, self.gradient)
+        self.closure = make_closure(lm, physics, Context(
+            *common, pattern, exchanger, red, ws, scratch, timers, solver=s, boundary=boundary,
+            steady=self.algorithm == "simple"))
         self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
                                  red, ws, many, scratch, timers, convection=s.convection,
                                  nonorth=self.nonorth, settings=s.momentum)
@@ -90,13 +100,17 @@ class PisoSolver:
 
             self.energy = Energy(lm, self.fc, self.bc, self.comps, pattern, exchanger, red, ws,
                                  scratch, timers, physics=physics, boundary=boundary,
-                                 convection=s.convection, settings=s.momentum,
-                                 **self._energy_options(s))
-            # T's ghosts ride on the first correction's exchange of H/A
-            self._h_fields_T = self._h_fields + (self.energy.T,)
+                                 scheme=temperature_scheme(s), gradient=self.gradient,
+                                 settings=s.momentum, **self._energy_options(s))
+        # T's and the closure's ghosts ride on the first correction's exchange of H/A
+        self._h_first = self._h_fields + (() if self.energy is None else (self.energy.T,)) \
+            + tuple(self.closure.ghosts)
         self._initialise(initial, mesh, physics.nu)
         if self.energy is not None and initial.type == "rest":
             self._hydrostatic()
+        if self.closure.ghosts:  # a closure of the initial velocity, ghosts exchanged once
+            self.ex.exchange(self.momentum.u_fields)
+            self.closure.start(self)
 
     def _hydrostatic(self) -> None:
         """A fluid at rest starts in hydrostatic balance: ``p_rgh`` from the pressure equation
@@ -104,7 +118,7 @@ class PisoSolver:
         stratification has nothing to adjust."""
         lm, pe = self.lm, self.pressure
         self.rAU[:] = lm.geometry.cell_volumes  # any positive weights: the balance is per face
-        pe.predict_fluxes(self.HbyA, self.rAU, self._h_fields_T)
+        pe.predict_fluxes(self.HbyA, self.rAU, self._h_fields + (self.energy.T,))
         pe.phiH[:] = 0.0  # no inflow: the weight of the fluid alone (the fluxes stay zero)
         self.energy.add_buoyancy_flux(pe.phiH, pe.g)
         pe.solve(self.rAU, True)
@@ -229,16 +243,18 @@ class PisoSolver:
         solved to the final tolerance."""
         with self.timers("assemble"):
             self._hbya()
-        if self._rau_sent:
-            h = self._h_fields[:-1]
-        else:
-            h = self._h_fields if self.energy is None else self._h_fields_T
+        first = not self._rau_sent
+        h = self._h_first if first else self._h_fields[:-1]
         self._rau_sent = True
         self.pressure.predict_fluxes(self.HbyA, self.rAU, h, self._system_with_fluxes())
+        if first:  # the closure's ghosts have arrived
+            self.closure.refresh()
         if self.energy is not None:
+            if first:  # T's ghosts have just become current
+                self.energy.refresh_gradient()
             self.energy.add_buoyancy_flux(self.pressure.phiH, self.pressure.g)
         self._flux_memory()
-        info = self.pressure.solve(self.rAU, last)
+        info = self.pressure.solve(self.rAU, last, new_matrix=first)  # V/A as the last correction's
         self._update()
         return info
 
@@ -280,5 +296,8 @@ class PisoSolver:
             correct_velocity(self.U, self.HbyA, self.rAU, self.grad, self.comps,
                              lm.n_owned, pe.work)
         pe.grad_current = True  # of the relaxed pressure, as the next assembly needs
+        fields = self.momentum.u_fields
+        if self.energy is not None:  # a limited scheme's new gradient of T rides along
+            fields = fields + self.energy.take_pending()
         with T("halo"):
-            self.ex.exchange(self.momentum.u_fields)
+            self.ex.exchange(fields)

@@ -239,8 +239,9 @@ class Pressure:
         self.cfg, self.halo = settings, halo
         self.krylov, self.precond = pressure_method(settings.method)
         # the vectors the method takes (CG and FCG: 4, fewer than the momentum solver's)
-        workspace.reserve({"cg1": CG1_VECTORS, "pipecg": PIPECG_VECTORS}.get(
-            self.krylov.__name__, 4))
+        self._vectors = {"cg1": CG1_VECTORS, "pipecg": PIPECG_VECTORS}.get(
+            self.krylov.__name__, 4)
+        workspace.reserve(self._vectors)
         self.sf = lm.geometry.face_areas
         self.P = DistMatrix(pattern, exchanger, timers)
         self.amg = None  # built from the first matrix
@@ -289,15 +290,18 @@ class Pressure:
         with T("fluxes"):
             predicted_fluxes(*pre, f0, ni, True)
 
-    def solve(self, rAU, final: bool) -> SolveInfo:
+    def solve(self, rAU, final: bool, new_matrix: bool = True) -> SolveInfo:
         """The pressure equation from ``phiH``, solved into ``p``; on non-orthogonal meshes
         with the part from the latest pressure gradient, ghosts included, then
         ``n_nonorth`` repeats with the part from the pressure just solved.  ``final``: the
-        step's last correction, whose last solve stops at ``final_rel_tol``."""
+        step's last correction, whose last solve stops at ``final_rel_tol``.
+        ``new_matrix``: ``rAU`` changed since the last solve; else the matrix (which only
+        ``rAU`` and the boundary kinds make) is the one already filled and the AMG is not
+        refreshed (PISO's later correctors: the same bits, one refresh less)."""
         cfg = self.cfg
         self._rau = rAU
         if not self.nonorth:
-            return self._solve(True, cfg.final_rel_tol if final else cfg.rel_tol)
+            return self._solve(new_matrix, cfg.final_rel_tol if final else cfg.rel_tol)
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
         self.phiH0[:] = self.phiH
         for k in range(1 + self.n_nonorth):
@@ -313,7 +317,8 @@ class Pressure:
                 nonorth_flux_correction(lm.owner, lm.neighbour, fc.weight, fc.corr, rAU,
                                         self.grad, self.comps, self.phiH)
             final_solve = final and k == self.n_nonorth
-            last = self._solve(k == 0, cfg.final_rel_tol if final_solve else cfg.rel_tol)
+            last = self._solve(k == 0 and new_matrix,
+                               cfg.final_rel_tol if final_solve else cfg.rel_tol)
             if k == 0:
                 info = last
             else:
@@ -323,8 +328,7 @@ class Pressure:
 
     def _solve(self, first: bool, rel_tol: float) -> SolveInfo:
         """Assemble and solve the pressure equation from ``phiH`` to ``tol`` or ``rel_tol``;
-        ``first``: the first solve of this correction (the AMG is refreshed for the new
-        matrix)."""
+        ``first``: the matrix is new (filled from the assembly, the AMG refreshed)."""
         lm, bc, T = self.lm, self.bc, self.timers
         n = lm.n_owned
         with T("assemble"):
@@ -359,8 +363,10 @@ class Pressure:
         return info
 
     def _build_amg(self) -> None:
+        # the levels' work vectors in the workspace's rows the Krylov method leaves free:
+        # the momentum solver's, idle while the pressure is solved
         self.amg = AMG(self.P, self.lm, self.red, strategy=self.halo, timers=self.timers,
-                       cycle=self.cfg.cycle)
+                       cycle=self.cfg.cycle, work=self.ws.spare(self._vectors))
         self.compiled = compiled_solver(self.amg, self.krylov)
 
     def state(self) -> tuple[dict, dict]:

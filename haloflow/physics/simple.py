@@ -5,7 +5,10 @@ the momentum equation is relaxed implicitly (``A/aU u = H + (1 - aU)/aU A u_old`
 pressure equation is the same Rhie-Chow one, the fluxes take the solved pressure (so they
 stay conservative) and the velocity the relaxed one, ``p_old + ap (p - p_old)``.  With
 ``consistent = true`` (SIMPLEC) the pressure equation uses ``1/(A - sum|a_nb|)`` instead of
-``1/A``, which tolerates far larger pressure relaxation.  Every kernel, matrix and the AMG
+``1/A``, which tolerates far larger pressure relaxation.  Relaxation is a local pseudo time
+step ``alpha/(1 - alpha) V/A``; ``relaxation.max_dt`` caps it, so that ``alpha`` near 1
+speeds up slow, viscous regions (where ``A`` is diffusion alone and the steps are small)
+without overshooting where buoyancy drives the flow.  Every kernel, matrix and the AMG
 are PISO's; the run stops when the initial residuals of all momentum components and of the
 pressure fall below ``residual_tol``.
 """
@@ -62,7 +65,7 @@ def relaxation_flux_memory(owner, neighbour, weight, sf, U, phi, ukind, beta, ph
 class SimpleSolver(PisoSolver):
     """Steady SIMPLE(C) iterations; ``step()`` is one iteration, ``time`` counts them.
 
-    Takes :class:`PisoSolver`'s arguments; ``solver.relaxation`` (``U``, ``p``) and
+    Takes :class:`PisoSolver`'s arguments; ``solver.relaxation`` (``U``, ``p``, ``max_dt``) and
     ``solver.consistent`` (SIMPLEC) are read here."""
 
     algorithm = "simple"
@@ -75,6 +78,7 @@ class SimpleSolver(PisoSolver):
         r = solver.relaxation
         self.alpha_u = float(r.U)
         self.alpha_p = float(r.p)
+        self.inv_dt = 1.0 / r.max_dt if r.max_dt > 0.0 else 0.0
         self.consistent = bool(solver.consistent)
         self.n_corr = 1
         n = lmesh.n_cells
@@ -93,7 +97,7 @@ class SimpleSolver(PisoSolver):
         return info.residual
 
     def _relax_momentum(self) -> None:
-        self.momentum.relax(self.alpha_u)
+        self.momentum.relax(self.alpha_u, self.inv_dt)
 
     def _correct(self, last: bool):
         """The one correction of an iteration solves to ``rel_tol``, never to the final
@@ -126,7 +130,8 @@ class SimpleSolver(PisoSolver):
                                    self.bc.u_kind, 1.0 - self.alpha_u, self.pressure.phiH)
 
     def _energy_options(self, s) -> dict:
-        return {"relaxation": float(s.relaxation.T), "steady": True}
+        T = s.relaxation.T
+        return {"relaxation": 1.0 if T is None else float(T), "steady": True}
 
     def _update(self) -> None:
         """Fluxes from the solved pressure, velocity from the relaxed one."""

@@ -18,8 +18,11 @@ POSTPROCESSORS = {
     "channel": ".channel:Channel",
     "backward_step": ".step:BackwardStep",
     "taylor_green": ".taylor_green:TaylorGreen",
+    "taylor_green_3d": ".taylor_green_3d:TaylorGreen3D",
     "cylinder": ".cylinder:Cylinder",
     "heated_cavity": ".heated_cavity:HeatedCavity",
+    "flat_plate": ".flat_plate:FlatPlate",
+    "averaging": ".averaging:Averaging",  # mean and rms fields, written with the fields
 }
 
 # the [postprocess] settings of each post-processor besides its switch:
@@ -27,6 +30,7 @@ POSTPROCESSORS = {
 SETTINGS = {
     "cavity": {"lid_speed": ("positive", 1.0)},  # the lid's speed: the Reynolds number's U
     "channel": {"channel_x": ("fraction", 0.9)},  # where the profile is taken, of the length
+    "averaging": {"average_from": ("time", 0.0)},  # the time the averages start
 }
 
 

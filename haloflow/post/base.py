@@ -49,6 +49,14 @@ class PostProcessor:
     def sample(self, solver) -> None:
         """After every step, on every rank (collective where it reduces)."""
 
+    def cell_fields(self) -> dict:
+        """Cell arrays (rows: owned cells first) the field files add: none."""
+        return {}
+
+    def adopt(self, old) -> None:
+        """After a rebalance, on the new post-processor: take over what ``old`` (the same
+        post-processor on the old parts) has recorded so far."""
+
     def report(self, outdir, fields) -> dict | None:
         """Collective, after the last step: files and plots in ``outdir``; the summary entry
         on rank 0, None elsewhere.  ``fields`` (:class:`~haloflow.post.fields.Fields`) is the

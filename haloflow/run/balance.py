@@ -169,4 +169,6 @@ def migrate(run, fractions, log) -> None:
     new = read_plans(comm, lm)
     values = {name: new[kind].from_block(block) for name, (block, kind) in blocks.items()}
     solver.restore_state(values, extra)
+    for post, old in zip(posts, run.posts, strict=True):  # both in registry order
+        post.adopt(old)
     run.lmesh, run.ex, run.solver, run.posts = lm, ex, solver, posts

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..physics.piso import temperature_scheme
 from . import memory
 
 SUMMARY_PHASES = ("assemble", "fluxes", "solve_U", "solve_p", "halo", "monitor")
@@ -60,26 +61,40 @@ def log_setup(run, outdir: Path, log) -> None:
         log(f"  vector and SpMV kernels run on 1 thread: {lmesh.n_owned} rows on rank 0 "
             f"are fewer than the {MIN_ROWS} that pay for a thread pool's launches")
     if solver.algorithm == "simple":
-        log(f"  SIMPLE{'C' if s.consistent else ''}, relaxation U {s.relaxation.U:g} "
+        cap = f" (max_dt {s.relaxation.max_dt:g})" if s.relaxation.max_dt else ""
+        log(f"  SIMPLE{'C' if s.consistent else ''}, relaxation U {s.relaxation.U:g}{cap} "
             f"p {s.relaxation.p:g}, residual_tol {s.residual_tol:g}, max_iterations "
             f"{s.max_iterations}, solved velocity components {[int(d) for d in solver.comps]}")
     else:
         log(f"  dt {s.dt:g}, end_time {s.end_time:g}, steady_tol {s.steady_tol:g}, "
             f"solved velocity components {[int(d) for d in solver.comps]}")
-    log(f"  convection {s.convection}, gradient {s.gradient}, laplacian {s.laplacian}"
+    energy = getattr(solver, "energy", None)
+    t = "" if energy is None else f" (T: {temperature_scheme(s)})"
+    log(f"  convection {s.convection}{t}, gradient {s.gradient}, laplacian {s.laplacian}"
         f"{' (non-orthogonal mesh)' if solver.nonorth else ''}")
+    ph = case.physics
+    if ph.model == "les":
+        used = ("Ck", "Cw") if ph.closure == "wale" else ("Ck", "Ce")
+        log(f"  LES closure {ph.closure}, filter width (cell volume)^(1/3), "
+            + ", ".join(f"{k} {getattr(ph, k):g}" for k in used))
     log(f"  output: {outdir}")
 
 
 def cell_data(run) -> dict:
-    """The cell arrays a field file holds: U, p (T with heat transfer), the owning rank and
-    the global cell id."""
+    """The cell arrays a field file holds: U, p (T with heat transfer, the SGS energy k and
+    eddy viscosity nut of an LES closure), the owning rank, the global cell id, and what
+    post-processors add (time averages)."""
     lmesh, solver = run.lmesh, run.solver
     n = lmesh.n_owned
     data = {"U": solver.U[:, :n].T, "p": solver.p, "rank": np.full(n, float(run.red.rank)),
             "cell_id": lmesh.global_cells[:n].astype(float)}
     if getattr(solver, "energy", None) is not None:
         data["T"] = solver.energy.T
+    for name in ("k", "nut"):
+        if hasattr(solver.closure, name):
+            data[name] = getattr(solver.closure, name)
+    for post in run.posts:
+        data |= post.cell_fields()
     return data
 
 
@@ -146,6 +161,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
     halo_stats = comm.gather(run.ex.stats.as_dict(), root=0)
     rss = comm.gather((run.rss_base, memory.peak_rss_bytes(), run.lmesh.n_owned), root=0)
     splits = comm.gather(_halo_split(run.lmesh), root=0)
+    emulated = _emulation(comm, loop.steps)
     for e in exchangers:
         e.close()
     if not root:
@@ -164,6 +180,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         "machine": {**profiling.machine(), "mpi_call_s": mpi_call_s,
                     "kernel_call_s": kernel_call_s},
         **({"balance": loop.balance} if loop.balance is not None else {}),
+        **({"emulation": emulated} if emulated else {}),
         **({"amg": amg_info} if amg_info else {})})
     prof["threads"] = threads.account(prof, run.threads, run.threaded)
     profiling.write(outdir / "profile.json", prof)
@@ -188,6 +205,25 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         f"residuals.csv, fields/, plots/)")
     log.close()
     return summary
+
+
+def _emulation(comm, steps: int) -> dict | None:
+    """Collective: what an emulated network added (rank 0; None elsewhere or without one):
+    seconds over the whole run, the busiest rank's per step, waits of compiled code."""
+    from ..parallel import emulation
+
+    em = emulation.ACTIVE
+    if em is None:
+        return None
+    recs = comm.gather(em.record(), root=0)
+    if comm.rank != 0:
+        return None
+    added = [r["added_s"] for r in recs]
+    return {"network": em.net.name, "nodes": em.node_count, "added_s": added,
+            "added_s_per_step": max(added) / max(steps, 1),
+            "delayed": sum(r["delayed"] for r in recs),
+            "compiled_waits": sum(r["compiled_waits"] for r in recs),
+            "compiled_unmatched": sum(r["compiled_unmatched"] for r in recs)}
 
 
 def _halo_split(lmesh) -> dict | None:

@@ -159,6 +159,20 @@ def solver_on(case, lmesh, comm, red, timers) -> tuple:
     return ex, solver, posts
 
 
+def emulate(case, comm, lmesh, log) -> None:
+    """Collective: the case's emulated network between its nodes (without ``ranks_per_node``
+    every rank is a node of its own: on one machine all would share one)."""
+    import numpy as np
+
+    from ..parallel import emulation
+
+    nodes = lmesh.nodes if case.parallel.ranks_per_node else np.arange(comm.size)
+    em = emulation.install(comm, case.parallel.emulate_network, nodes)
+    log(f"emulating {em.net.name} between {em.node_count} node(s): local one-way "
+        f"{em.local.latency * 1e6:.2f} us, network {em.net.latency * 1e6:.2f} us, "
+        f"{em.net.bandwidth / 1e6:.0f} MB/s")
+
+
 def setup(case, comm, threads: int, log) -> Run:
     """Collective: everything a run steps, timed as the "setup" phase."""
     from ..parallel.reduce import Reducer
@@ -169,6 +183,8 @@ def setup(case, comm, threads: int, log) -> Run:
     rss_base = rss_bytes()
     with timers("setup"):
         lmesh = local_mesh(case, comm, log)
+        if case.parallel.emulate_network:
+            emulate(case, comm, lmesh, log)
         red = Reducer(comm)
         ex, solver, posts = solver_on(case, lmesh, comm, red, timers)
         # serial kernels unless they pay; bound once every kernel module is imported

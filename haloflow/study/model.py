@@ -17,7 +17,10 @@ Python layer.  For P ranks the model adds
 
 and reports time per step, speedup and efficiency against its own 1-rank figure.  Networks
 are curves (seconds of a one-way transfer vs message size): NetPIPE ``.out`` files, or the
-Hockney line ``latency + bytes / bandwidth`` for presets from published measurements.  The
+Hockney line ``latency + bytes / bandwidth`` for presets from published measurements, with
+LogGP's host overhead o per message and byte (back-to-back messages overlap the latency no
+CPU spends; the stack share reports it).  Other machines' cores and memory bandwidth:
+``study/node.py``.  The
 ranks' halos come from partitioning the real mesh with the case's own method (exact message
 sizes and neighbours); where the mesh is not at hand, from a structured process grid.
 Assumptions and where the model is known to be wrong: docs/model.md.
@@ -30,12 +33,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Published figures (one-way latency in seconds, asymptotic bandwidth in bytes/s).
+# Published figures (one-way latency in seconds, asymptotic bandwidth in bytes/s) and the host
+# CPU overhead of one message on each side (LogGP's o, seconds, and its part per byte): TCP's
+# is `haloflow netpipe --cpu` over TCP loopback (docs/performance.md), the kernel-bypass
+# layers' an assumed order of magnitude (posting a descriptor and polling, docs/model.md).
 PRESETS = {
-    "gige-tcp": (50e-6, 100e6, "Gigabit Ethernet, MPI over TCP (NetPIPE-measured)"),
-    "gige-lowlatency": (11e-6, 110e6, "Gigabit Ethernet, low-latency messaging layer"),
-    "infiniband-sdr": (7.6e-6, 822e6, "InfiniBand SDR 4x, MPI"),
-    "infiniband-fdr": (1.0e-6, 6e9, "InfiniBand FDR-class, MPI"),
+    "gige-tcp": (50e-6, 100e6, "Gigabit Ethernet, MPI over TCP (NetPIPE-measured)",
+                 10.7e-6, 0.106e-9),
+    "gige-lowlatency": (11e-6, 110e6, "Gigabit Ethernet, low-latency messaging layer",
+                        2e-6, 0.0),
+    "infiniband-sdr": (7.6e-6, 822e6, "InfiniBand SDR 4x, MPI", 1e-6, 0.0),
+    "infiniband-fdr": (1.0e-6, 6e9, "InfiniBand FDR-class, MPI", 0.3e-6, 0.0),
 }
 CALLS_PER_OP = 2  # compiled kernel calls per exchange or allreduce in the Krylov loops
 REDUCE_BYTES = 24  # a fused allreduce carries a handful of doubles
@@ -43,6 +51,17 @@ REDUCE_BYTES = 24  # a fused allreduce carries a handful of doubles
 
 class ModelError(ValueError):
     """A profile or network the model cannot use; the message says which and why."""
+
+
+def shm_cache():
+    """Where this machine's shared-memory curve is cached (``haloflow predict`` measures it
+    on first use)."""
+    import os
+    import platform
+    from pathlib import Path
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "haloflow"
+    return cache / f"shm-{platform.node()}.out"
 
 
 # -- networks -----------------------------------------------------------------------------------
@@ -55,6 +74,8 @@ class Curve:
     nbytes: np.ndarray  # increasing message sizes
     seconds: np.ndarray  # one-way time of each
     description: str = ""
+    o: float | None = None  # CPU seconds per message on each side (None: unknown)
+    o_byte: float = 0.0  # and per byte
 
     def __post_init__(self):
         n = np.asarray(self.nbytes, dtype=np.float64)
@@ -66,27 +87,63 @@ class Curve:
         best = np.minimum.reduceat(t, np.flatnonzero(keep))
         if len(sizes) < 2:
             raise ModelError(f"network {self.name!r}: need at least two message sizes")
-        self.nbytes, self.seconds = sizes, np.maximum.accumulate(best)  # never faster if bigger
+        # never slower if smaller: a measurement's noise only ever adds time, so one slow
+        # small message (a first size caught by a context switch) must not raise every
+        # size after it
+        self.nbytes, self.seconds = sizes, np.minimum.accumulate(best[::-1])[::-1]
         tail = max(len(sizes) // 8, 1)  # asymptotic bandwidth from the largest messages
         dn = sizes[-1] - sizes[-1 - tail]
         dt = self.seconds[-1] - self.seconds[-1 - tail]
         self.bandwidth = dn / dt if dt > 0 else sizes[-1] / self.seconds[-1]
+        if self.o is not None:  # never more CPU per side than half a one-way transfer
+            self.o = min(max(self.o, 0.0), 0.5 * float(self.seconds[0]))
+            self.o_byte = min(max(self.o_byte, 0.0), 0.5 / self.bandwidth)
 
     @classmethod
-    def hockney(cls, name: str, latency: float, bandwidth: float, description: str = ""):
+    def hockney(cls, name: str, latency: float, bandwidth: float, description: str = "",
+                o: float | None = None, o_byte: float = 0.0):
         """``latency + bytes / bandwidth`` sampled from 1 B to 64 MiB."""
         n = np.unique(np.round(np.logspace(0, 26, 105, base=2.0)))
-        return cls(name, n, latency + n / bandwidth, description)
+        return cls(name, n, latency + n / bandwidth, description, o, o_byte)
 
     @classmethod
     def from_netpipe(cls, path) -> Curve:
+        """A ``.out`` file; the CPU overhead from the JSON beside it when `haloflow netpipe
+        --cpu` wrote one (the mean of both sides' fits), else unknown."""
         from ..bench.netpipe.file import NetpipeFormatError, read_out
 
         try:
             d = read_out(path)
         except (OSError, NetpipeFormatError) as e:
             raise ModelError(str(e)) from None
-        return cls(str(path), d.bytes, d.seconds, f"NetPIPE curve {path}")
+        o, o_byte = _netpipe_cpu(path)
+        return cls(str(path), d.bytes, d.seconds, f"NetPIPE curve {path}", o, o_byte)
+
+    @property
+    def overhead(self) -> float:
+        """CPU seconds per message per side: measured, or half the latency when unknown
+        (every microsecond of a message then counts as the host's, as a ping-pong sees it)."""
+        return 0.5 * float(self.seconds[0]) if self.o is None else self.o
+
+    def cpu(self, nbytes):
+        """Host CPU seconds both sides spend on messages of ``nbytes``."""
+        n = np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)
+        return 2.0 * (self.overhead + self.o_byte * n)
+
+    def sequence(self, nbytes) -> float:
+        """Seconds for one rank's messages of ``nbytes`` (an array) sent one after another
+        (LogGP): each costs its whole one-way time, but the part of the latency no CPU spends
+        (the wire and the switch) is paid once, as later messages leave while the first
+        travels.  With an unknown overhead nothing overlaps."""
+        n = np.asarray(nbytes, dtype=np.float64)
+        if n.size == 0:
+            return 0.0
+        return float(self.time(n).sum()) - (n.size - 1) * self.pipelined
+
+    @property
+    def pipelined(self) -> float:
+        """The latency no CPU spends: what a message sent right after another saves."""
+        return max(float(self.seconds[0]) - 2.0 * self.overhead, 0.0)
 
     @property
     def latency(self) -> float:
@@ -102,11 +159,28 @@ class Curve:
                         self.seconds[-1] + (n - self.nbytes[-1]) / self.bandwidth, t)
 
 
+def _netpipe_cpu(path) -> tuple[float | None, float]:
+    """LogGP's o and its per-byte part from ``FILE.json`` beside ``FILE.out`` (its ``cpu``
+    fits, both sides averaged), or (None, 0) where there is none."""
+    import json
+    from pathlib import Path
+
+    side = Path(path).with_suffix(".json")
+    try:
+        cpu = json.loads(side.read_text(encoding="utf-8"))["cpu"]
+        fits = [cpu["first"], cpu["other"]]
+        o = sum(max(float(f["small_us"]), 0.0) for f in fits) / 2e6
+        o_byte = sum(max(float(f["per_byte_ns"]), 0.0) for f in fits) / 2e9
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, 0.0
+    return (o, o_byte) if math.isfinite(o) and math.isfinite(o_byte) else (None, 0.0)
+
+
 def network(spec: str) -> Curve:
     """A preset name or a NetPIPE ``.out`` path."""
     if spec in PRESETS:
-        lat, bw, text = PRESETS[spec]
-        return Curve.hockney(spec, lat, bw, text)
+        lat, bw, text, o, o_byte = PRESETS[spec]
+        return Curve.hockney(spec, lat, bw, text, o, o_byte)
     if spec.endswith(".out") or "/" in spec:
         return Curve.from_netpipe(spec)
     raise ModelError(f"unknown network {spec!r}: expected one of {', '.join(PRESETS)}, 'shm', "
@@ -278,6 +352,7 @@ class Prediction:
     halo_s: float
     reduce_s: float
     gather_s: float
+    stack_s: float = 0.0  # of the communication, host CPU spent in the network's stack
 
     @property
     def step_s(self) -> float:
@@ -306,40 +381,87 @@ def allgather_s(nbytes: float, P: int, nodes: int, per_node: int, net: Curve, sh
             + float(link.time(received)) - link.latency)
 
 
-def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node: int) -> Prediction:
-    """Time per step of workload ``w`` on the ranks of ``halo``; ranks fill nodes of
-    ``cores_per_node`` cores in order (rank r on node r // cores_per_node)."""
-    P = halo.ranks
-    per_node = max(cores_per_node // max(w.threads, 1), 1)
-    nodes = -(-P // per_node)
+def reduce_one_s(P: int, nodes: int, per_node: int, net: Curve, shm: Curve) -> float:
+    """One small allreduce by recursive doubling: stages within the node, then across."""
+    return float(shm.time(REDUCE_BYTES)) * _stages(min(P, per_node)) + \
+        float(net.time(REDUCE_BYTES)) * _stages(nodes)
+
+
+@dataclass
+class Layout:
+    """How the target's ranks sit on its nodes, and how fast its cores are."""
+
+    cores_per_node: int
+    threads: int | None = None  # per rank (None: the profiled run's)
+    node: object = None  # study.node.Node (None: the calibration machine's cores)
+
+    def per_node(self, w: Workload) -> int:
+        return max(self.cores_per_node // self.threads_of(w), 1)
+
+    def threads_of(self, w: Workload) -> int:
+        return max(self.threads or w.threads, 1)
+
+
+def compute_s(w: Workload, largest: float, P: int, layout: Layout) -> float:
+    """The busiest rank's computation: its share of the work (threads beyond the profiled
+    run's dividing it ideally), the part every rank repeats, on the target's cores."""
+    from .node import Node
+
+    node = layout.node or Node()
+    per_node = layout.per_node(w)
+    threads = layout.threads_of(w)
     fixed = w.serial_s + w.floor_s  # what more ranks do not shrink
-    compute = (w.compute_s - fixed) * halo.cells.max() / w.cells + fixed
+    share = (w.compute_s - fixed) * largest / w.cells * w.threads / threads
+    busy = min(P, per_node) * threads  # cores of the fullest node at work
+    return node.compute_s(share, largest, busy) + node.compute_s(fixed, 0.0, busy)
+
+
+def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node) -> Prediction:
+    """Time per step of workload ``w`` on the ranks of ``halo``; ranks fill nodes in order
+    (rank r on node r // ranks per node).  ``cores_per_node``: an int (the calibration
+    machine's cores and the profile's threads) or a :class:`Layout`."""
+    layout = cores_per_node if isinstance(cores_per_node, Layout) else Layout(cores_per_node)
+    P = halo.ranks
+    per_node = layout.per_node(w)
+    nodes = -(-P // per_node)
+    speed = layout.node.cpu_speed if layout.node is not None else 1.0
+    compute = compute_s(w, float(halo.cells.max()), P, layout)
     if P == 1:
         return Prediction(net.name, 1, 1, w.cells, compute, 0.0, 0.0, 0.0)
+    call_s = w.mpi_call_s / speed  # the Python layer's cost of an MPI call runs on the CPU
 
     # one exchange: every rank sends its messages one after another; the slowest rank counts
     same = (halo.src // per_node) == (halo.dst // per_node)
 
-    def exchange_s(scale: float, fields: float) -> float:
+    def exchange_s(scale: float, fields: float) -> tuple[float, float]:
         nbytes = 8.0 * fields * np.maximum(halo.count * scale, 1.0)
-        t = np.where(same, shm.time(nbytes), net.time(nbytes))
-        return float(np.bincount(halo.src, weights=t, minlength=P).max())
+        t = np.zeros(P)
+        for link, sel in ((shm, same), (net, ~same)):
+            src = halo.src[sel]
+            k = np.bincount(src, minlength=P)
+            t += np.bincount(src, weights=link.time(nbytes[sel]), minlength=P) \
+                - np.maximum(k - 1, 0) * link.pipelined
+        cpu = np.where(same, shm.cpu(nbytes), net.cpu(nbytes))
+        busiest = int(np.argmax(t))
+        return float(t[busiest]), float(cpu[halo.src == busiest].sum())
 
-    halo_s = w.exchanges * exchange_s(1.0, w.fields_per_exchange)
+    halo_s, stack_s = (w.exchanges * x for x in exchange_s(1.0, w.fields_per_exchange))
     for rows, calls in w.levels:  # coarse levels: aggregates shrink the interfaces too
-        halo_s += calls * exchange_s((rows / w.cells) ** ((w.dims - 1) / w.dims), 1.0)
+        t, c = exchange_s((rows / w.cells) ** ((w.dims - 1) / w.dims), 1.0)
+        halo_s, stack_s = halo_s + calls * t, stack_s + calls * c
 
-    one = float(shm.time(REDUCE_BYTES)) * _stages(min(P, per_node)) + \
-        float(net.time(REDUCE_BYTES)) * _stages(nodes)
-    reduce_s = w.allreduces * one + (w.allreduces - w.compiled_allreduces) * w.mpi_call_s
+    reduce_s = w.allreduces * reduce_one_s(P, nodes, per_node, net, shm) \
+        + (w.allreduces - w.compiled_allreduces) * call_s
+    stack_s += w.allreduces * (float(shm.cpu(REDUCE_BYTES)) * _stages(min(P, per_node))
+                               + float(net.cpu(REDUCE_BYTES)) * _stages(nodes))
     gather_s = w.gathers * allgather_s(8 * w.gathered_rows, P, nodes, per_node, net, shm,
-                                       w.mpi_call_s) \
-        + w.refreshes * allgather_s(8 * w.gathered_nnz, P, nodes, per_node, net, shm,
-                                    w.mpi_call_s)
-    return Prediction(net.name, P, nodes, w.cells / P, compute, halo_s, reduce_s, gather_s)
+                                       call_s) \
+        + w.refreshes * allgather_s(8 * w.gathered_nnz, P, nodes, per_node, net, shm, call_s)
+    return Prediction(net.name, P, nodes, w.cells / P, compute, halo_s, reduce_s, gather_s,
+                      stack_s)
 
 
-def sweep(w: Workload, halos: dict, net: Curve, shm: Curve, cores_per_node: int) -> list:
+def sweep(w: Workload, halos: dict, net: Curve, shm: Curve, cores_per_node) -> list:
     return [predict(w, halos[p], net, shm, cores_per_node) for p in sorted(halos)]
 
 
@@ -353,7 +475,8 @@ def summary(preds: list[Prediction]) -> dict:
         rows.append({"ranks": p.ranks, "nodes": p.nodes, "cells_per_rank": p.cells_per_rank,
                      "step_s": p.step_s, "speedup": s, "efficiency": s / p.ranks,
                      "compute_s": p.compute_s, "halo_s": p.halo_s, "reduce_s": p.reduce_s,
-                     "gather_s": p.gather_s, "comm_fraction": p.comm_fraction})
+                     "gather_s": p.gather_s, "comm_fraction": p.comm_fraction,
+                     "stack_s": p.stack_s, "stack_fraction": p.stack_s / p.step_s})
     peak = max(rows, key=lambda r: r["speedup"])
     below = next((r for r in rows if r["efficiency"] < 0.5), None)
     return {"network": preds[0].network, "rows": rows,

@@ -27,7 +27,14 @@ networks: gige-tcp (about 50 us, 100 MB/s), gige-lowlatency (11 us, 110 MB/s), i
 (7.6 us, 822 MB/s), infiniband-fdr (1 us, 6 GB/s), shm (this machine's shared memory, measured
 with `haloflow netpipe` on first use and cached), or a NetPIPE .out file (from `haloflow
 netpipe` or NetPIPE itself; the whole curve is used).  Messages between ranks of one node
-always use the shared-memory curve (--shm FILE.out to give your own).
+always use the shared-memory curve (--shm FILE.out to give your own).  Each network has a
+host CPU overhead per message and per byte (LogGP's o; a .out file's from the FILE.json
+`haloflow netpipe --cpu` writes beside it): the "stack" column is the share of a step the
+host's network stack burns, and back-to-back messages overlap the latency no CPU spends.
+
+Other machines: --cpu-speed X scales the computation (per-core speed against the calibration
+machine), --node-bandwidth GBPS shares a node's memory bandwidth between its ranks (a
+memory-bound case runs slower per cell with more ranks per node), --threads-per-rank T.
 
 The rank's halos come from partitioning the run's own mesh (case.toml beside profile.json)
 with its decomposition method at every rank count; without it, a structured process grid.
@@ -52,6 +59,22 @@ def add_parser(sub) -> None:
     p.add_argument("--cores-per-node", type=int, metavar="C",
                    help="cores per node; ranks fill nodes in order (default: this machine's "
                         f"{os.cpu_count()})")
+    p.add_argument("--threads-per-rank", type=int, metavar="T",
+                   help="threads of each rank on the target (default: the profiled run's); "
+                        "a node holds cores-per-node / T ranks")
+    p.add_argument("--cpu-speed", type=float, default=1.0, metavar="X",
+                   help="per-core compute speed of the target relative to the calibration "
+                        "machine (0.5: half as fast; default 1)")
+    p.add_argument("--node-bandwidth", type=float, metavar="GBPS",
+                   help="memory bandwidth of one target node in GB/s (STREAM triad with all "
+                        "cores), shared by the ranks on it (default: not limiting)")
+    p.add_argument("--calib-bandwidth", type=float, metavar="GBPS",
+                   help="with --node-bandwidth: GB/s one core of the calibration machine "
+                        "streams (default: a triad measured here now)")
+    p.add_argument("--bytes-per-cell", type=float, metavar="B",
+                   help="with --node-bandwidth: memory traffic per cell per step (default: "
+                        "all measured compute at the calibration bandwidth, the memory-bound "
+                        "bound)")
     p.add_argument("--shm", type=Path, metavar="FILE.out",
                    help="shared-memory curve for messages within a node (default: measured "
                         "here once and cached)")
@@ -91,10 +114,9 @@ def shm_curve(path: Path | None) -> M.Curve:
         c = M.Curve.from_netpipe(path)
         c.name = "shm"
         return c
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "haloflow"
-    out = cache / f"shm-{platform.node()}.out"
+    out = M.shm_cache()
     if not out.exists():
-        cache.mkdir(parents=True, exist_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
         mpiexec = Path(sys.executable).parent / "mpiexec"
         cmd = [str(mpiexec), "-n", "2", sys.executable, "-m", "haloflow", "netpipe", "--quiet",
                "--max", "4M", "--perturb", "0", "--trial-time", "0.02", "-o", str(out)]
@@ -184,12 +206,14 @@ def halos(profile_path: Path, w: M.Workload, ranks: list[int], log) -> dict:
 def table(s: dict) -> list[str]:
     lines = [f"network {s['network']}",
              f"{'ranks':>6} {'nodes':>5} {'cells/rank':>10} {'s/step':>10} {'speedup':>8} "
-             f"{'effic.':>7} {'compute':>9} {'halo':>9} {'reduce':>9} {'gather':>9} {'comm':>6}"]
+             f"{'effic.':>7} {'compute':>9} {'halo':>9} {'reduce':>9} {'gather':>9} {'comm':>6} "
+             f"{'stack':>6}"]
     for r in s["rows"]:
         lines.append(f"{r['ranks']:6d} {r['nodes']:5d} {r['cells_per_rank']:10.0f} "
                      f"{r['step_s']:10.4g} {r['speedup']:8.2f} {100 * r['efficiency']:6.1f}% "
                      f"{r['compute_s']:9.3g} {r['halo_s']:9.3g} {r['reduce_s']:9.3g} "
-                     f"{r['gather_s']:9.3g} {100 * r['comm_fraction']:5.1f}%")
+                     f"{r['gather_s']:9.3g} {100 * r['comm_fraction']:5.1f}% "
+                     f"{100 * r['stack_fraction']:5.1f}%")
     pk, half = s["peak"], s["half_efficiency"]
     lines.append(f"speedup peaks at {pk['ranks']} ranks ({pk['speedup']:.1f}x, "
                  f"{pk['cells_per_rank']:.0f} cells per rank); " + (
@@ -272,12 +296,36 @@ def _outdir(path: Path) -> None:
         raise M.ModelError(f"-o {path}: cannot create it ({e.strerror})") from None
 
 
+def _positive(name: str, v, upper: float = 1e9) -> None:
+    if v is not None and not 0 < v <= upper:
+        raise M.ModelError(f"{name} {v}: expected a number above 0 (at most {upper:g})")
+
+
+def layout(args, log) -> M.Layout:
+    """Nodes, threads and cores of the target from the command line."""
+    from .node import Node, triad_bandwidth
+
+    if args.cores_per_node is not None and args.cores_per_node < 1:
+        raise M.ModelError(f"--cores-per-node {args.cores_per_node}: expected at least 1")
+    if args.threads_per_rank is not None and args.threads_per_rank < 1:
+        raise M.ModelError(f"--threads-per-rank {args.threads_per_rank}: expected at least 1")
+    for name in ("cpu_speed", "node_bandwidth", "calib_bandwidth", "bytes_per_cell"):
+        _positive("--" + name.replace("_", "-"), getattr(args, name), 1e6)
+    calib = args.calib_bandwidth
+    if args.node_bandwidth is not None and calib is None:
+        calib = triad_bandwidth() / 1e9
+        log(f"  calibration core streams {calib:.1f} GB/s here (numba triad; give "
+            "--calib-bandwidth for the machine that made the profile)")
+    node = Node(args.cpu_speed, None if args.node_bandwidth is None else args.node_bandwidth * 1e9,
+                None if calib is None else calib * 1e9, args.bytes_per_cell)
+    return M.Layout(args.cores_per_node or os.cpu_count() or 1, args.threads_per_rank, node)
+
+
 def _main(args) -> int:
     log = (lambda *a: None) if args.quiet else print
     ranks = parse_ranks(args.ranks)
-    if args.cores_per_node is not None and args.cores_per_node < 1:
-        raise M.ModelError(f"--cores-per-node {args.cores_per_node}: expected at least 1")
-    cores = args.cores_per_node or os.cpu_count() or 1
+    lay = layout(args, log)
+    cores = lay.cores_per_node
     names = [n.strip() for n in args.network.split(",") if n.strip()]
     if not names:
         raise M.ModelError("--network: expected at least one network")
@@ -289,33 +337,36 @@ def _main(args) -> int:
         _outdir(args.outdir)
     path = args.profile / "profile.json" if args.profile.is_dir() else args.profile
     log(f"haloflow predict: {w.cells} cells, calibrated from {w.measured['ranks']} rank(s) at "
-        f"{w.measured['s_per_step']:.4g} s/step; {cores} cores per node")
+        f"{w.measured['s_per_step']:.4g} s/step; {cores} cores per node, "
+        f"{lay.threads_of(w)} thread(s) per rank, cores {lay.node.cpu_speed:g}x as fast")
     hs = halos(path, w, ranks, log)
     summaries = []
     for net in nets:
-        s = M.summary(M.sweep(w, hs, net, shm, cores))
+        s = M.summary(M.sweep(w, hs, net, shm, lay))
         s["description"] = net.description
         s["latency_s"], s["bandwidth_Bps"] = net.latency, net.bandwidth
+        s["overhead_s"], s["overhead_s_per_byte"] = net.o, net.o_byte
         summaries.append(s)
         lines = table(s)
         for line in (lines if not args.quiet else lines[-1:]):
             print(line)
     if args.outdir is not None:
-        _write(args.outdir, summaries, w, prof, cores, args.compare, hs)
+        _write(args.outdir, summaries, w, prof, lay, args.compare, hs)
         print(f"results in {os.path.abspath(args.outdir)} (predict.csv, predict.json, plots/)")
     return 0
 
 
-def _write(outdir: Path, summaries, w, prof, cores, compare, hs) -> None:
+def _write(outdir: Path, summaries, w, prof, lay, compare, hs) -> None:
     keys = ["network", "ranks", "nodes", "cells_per_rank", "step_s", "speedup", "efficiency",
-            "compute_s", "halo_s", "reduce_s", "gather_s", "comm_fraction"]
+            "compute_s", "halo_s", "reduce_s", "gather_s", "comm_fraction", "stack_s"]
     with open(outdir / "predict.csv", "w", newline="", encoding="utf-8") as f:
         wr = csv.writer(f)
         wr.writerow(keys)
         for s in summaries:
             for r in s["rows"]:
                 wr.writerow([s["network"]] + [r[k] for k in keys[1:]])
-    doc = {"cores_per_node": cores, "workload": {
+    doc = {"cores_per_node": lay.cores_per_node, "threads_per_rank": lay.threads_of(w),
+           "node": vars(lay.node), "workload": {
         k: getattr(w, k) for k in ("cells", "dims", "compute_s", "serial_s", "exchanges",
                                    "fields_per_exchange", "levels", "allreduces", "gathers",
                                    "gathered_rows", "refreshes", "gathered_nnz", "mpi_call_s",

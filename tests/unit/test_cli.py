@@ -22,6 +22,15 @@ def one_line_error(res, code=2):
     return lines[0]
 
 
+def test_bad_thermal_input_exits_2(tmp_path):
+    """One of the thermal checks (all raise the case errors tests/unit/test_energy.py
+    covers) end to end: one line, exit 2, nothing written."""
+    msg = one_line_error(haloflow("run", "heated_cavity", "--set", "physics.Ra=0", "-o",
+                                  str(tmp_path / "o")))
+    assert "physics.Ra: expected a positive number" in msg
+    assert not (tmp_path / "o").exists()
+
+
 def test_help():
     for args in ([], ["--help"], ["run", "--help"]):
         res = haloflow(*args)

@@ -13,6 +13,7 @@ from haloflow.mesh.blocks import box
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local
 from haloflow.study import model as M
+from haloflow.study.node import Node
 from haloflow.study.predict import parse_ranks
 
 
@@ -169,6 +170,13 @@ def test_curve_interpolates_and_extrapolates(tmp_path):
     assert float(f.time(64)) == pytest.approx(3e-6 + 64 / 5e8, rel=1e-3)
     assert f.latency == pytest.approx(3e-6, rel=1e-2)
     assert f.bandwidth == pytest.approx(5e8, rel=1e-2)
+    # a slow outlier at the smallest size does not raise the sizes after it
+    t = 3e-6 + n / 5e8
+    t[0] = 90e-6
+    write_out(path, n, t)
+    g = M.network(str(path))
+    assert g.latency == pytest.approx(float(f.time(8)), rel=1e-2)
+    assert float(g.time(64)) == pytest.approx(float(f.time(64)), rel=1e-3)
 
 
 def test_halo_of_partition_matches_local_meshes():
@@ -279,3 +287,102 @@ def test_calls_from_compiled_code_pay_no_python_call_cost():
         b = M.predict(compiled, h, net, net, cores_per_node=1)
         assert a.reduce_s - b.reduce_s == pytest.approx(600 * 4e-6, rel=1e-9)
         assert a.halo_s == b.halo_s  # the messages themselves cost the same
+
+
+# -- other CPUs, shared memory bandwidth, host overhead (issue 18) ------------------------------
+
+def test_halving_cpu_speed_doubles_compute():
+    w = workload(kernel_call_s=1e-6)
+    net = M.network("gige-tcp")
+    for p in (1, 4):
+        h = M.halo_of_grid(w.cells, p, w.dims)
+        base = M.predict(w, h, net, net, M.Layout(4))
+        slow = M.predict(w, h, net, net, M.Layout(4, node=Node(cpu_speed=0.5)))
+        assert slow.compute_s == pytest.approx(2 * base.compute_s, rel=1e-12)
+        assert slow.halo_s == base.halo_s  # the network does not change
+
+
+def test_ranks_sharing_a_nodes_bandwidth_are_slower_per_cell_when_memory_bound():
+    w = workload(serial=0.0)
+    net = M.network("infiniband-fdr")
+    node = Node(node_bandwidth=20e9, calib_bandwidth=15.7e9)  # memory-bound: the default bound
+    per_cell = {}
+    for p in (1, 2):
+        h = M.halo_of_grid(w.cells, p, w.dims)
+        per_cell[p] = M.predict(w, h, net, net, M.Layout(2, node=node)).compute_s * p / w.cells
+    assert per_cell[1] == pytest.approx(w.compute_s / w.cells, rel=1e-12)  # one core: as here
+    assert per_cell[2] == pytest.approx(per_cell[1] * 15.7 / 10.0, rel=1e-9)  # 10 GB/s each
+    # one rank per node keeps each its own node's bandwidth
+    h2 = M.halo_of_grid(w.cells, 2, w.dims)
+    apart = M.predict(w, h2, net, net, M.Layout(1, node=node)).compute_s * 2 / w.cells
+    assert apart == pytest.approx(per_cell[1], rel=1e-12)
+    # a compute-bound case (few bytes per cell) does not care
+    light = Node(node_bandwidth=20e9, calib_bandwidth=15.7e9, bytes_per_cell=1.0)
+    one, two = (M.predict(w, M.halo_of_grid(w.cells, p, 2), net, net,
+                          M.Layout(2, node=light)).compute_s * p for p in (1, 2))
+    assert two == pytest.approx(one, rel=1e-3)
+
+
+def test_tcp_overhead_grows_with_messages():
+    tcp = M.network("gige-tcp")
+    assert tcp.overhead == pytest.approx(10.7e-6)
+    assert tcp.sequence([8.0]) == pytest.approx(float(tcp.time(8.0)))
+    # back to back, each further message costs its CPU and bytes, not the whole latency
+    step = tcp.sequence([8.0] * 5) - tcp.sequence([8.0] * 4)
+    assert 2 * tcp.overhead < step < float(tcp.time(8.0))
+    w = workload(exchanges=100.0, allreduces=0.0)
+    stack = [M.predict(w, M.halo_of_grid(w.cells, p, 2), tcp, tcp, 1).stack_s for p in (2, 4, 16)]
+    assert 0 < stack[0] < stack[1] < stack[2]  # 1, 2, then 4 neighbours per rank
+    per_msg = 2 * (tcp.overhead + tcp.o_byte * 8 * 1.2 * 256)  # two ranks: one 256-cell face
+    assert stack[0] == pytest.approx(w.exchanges * per_msg, rel=1e-6)
+    # an unknown overhead (a bare .out curve) never credits overlap: messages add up whole
+    bare = M.Curve.hockney("bare", 50e-6, 1e8)
+    assert bare.sequence([8.0] * 3) == pytest.approx(3 * float(bare.time(8.0)))
+
+
+def test_netpipe_cpu_fit_beside_an_out_file_gives_the_overhead(tmp_path):
+    out = tmp_path / "tcp.out"
+    write_out(out, [1, 1024, 65536], [26e-6, 40e-6, 700e-6])
+    assert M.network(str(out)).o is None
+    side = {"small_us": 11.0, "per_byte_ns": 0.1, "o_us": 10.0}
+    out.with_suffix(".json").write_text(json.dumps({"cpu": {"first": side, "other": side}}))
+    c = M.network(str(out))
+    assert c.o == pytest.approx(11e-6) and c.o_byte == pytest.approx(0.1e-9)
+
+
+def test_predict_target_machine_options(tmp_path, capsys, shm_file):
+    prof = tmp_path / "run" / "profile.json"
+    prof.parent.mkdir()
+    prof.write_text(json.dumps(synthetic_profile()))
+    base = ["--profile", str(prof), "--ranks", "1,2", "--shm", str(shm_file), "--quiet"]
+    for bad, msg in ((["--cpu-speed", "0"], "--cpu-speed"),
+                     (["--node-bandwidth", "nan"], "--node-bandwidth"),
+                     (["--threads-per-rank", "0"], "--threads-per-rank")):
+        rc, _, err = _cli(capsys, *base, *bad)
+        assert rc == 2 and msg in err and err.count("\n") == 1, err
+    out = tmp_path / "pred"
+    rc, _, err = _cli(capsys, *base, "--cpu-speed", "0.5", "--node-bandwidth", "10",
+                      "--calib-bandwidth", "8", "--cores-per-node", "2", "-o", str(out))
+    assert rc == 0, err
+    doc = json.loads((out / "predict.json").read_text())
+    rows = doc["networks"][0]["rows"]
+    # memory-bound (the default bound) on half-speed cores: a core streams 8 x 0.5 GB/s
+    assert rows[0]["compute_s"] == pytest.approx(2 * 0.3, rel=1e-9)
+    assert doc["node"]["cpu_speed"] == 0.5 and "stack_s" in rows[1]
+
+
+def test_threads_per_rank_fill_nodes_and_divide_compute():
+    w = workload()
+    net = M.network("gige-tcp")
+    h = M.halo_of_grid(w.cells, 4, w.dims)
+    one = M.predict(w, h, net, net, M.Layout(4))
+    two = M.predict(w, h, net, net, M.Layout(4, threads=2))
+    assert (one.nodes, two.nodes) == (1, 2)  # 4 cores: 4 ranks of 1 thread, or 2 of 2
+    fixed = w.serial_s + w.floor_s
+    assert two.compute_s - fixed == pytest.approx((one.compute_s - fixed) / 2, rel=1e-12)
+
+
+def test_triad_measures_a_plausible_bandwidth():
+    from haloflow.study.node import triad_bandwidth
+
+    assert 1e8 < triad_bandwidth(repeat=1) < 1e12

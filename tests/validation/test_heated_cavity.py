@@ -1,9 +1,9 @@
-"""Differentially heated cavity against de Vahl Davis (1983), Pr = 0.71, steady SIMPLEC on the
-built-in 128 x 128 uniform mesh (Ra 1e3 and 1e4 here on 64 x 64, which converges
-several times faster).
+"""Differentially heated cavity against de Vahl Davis (1983), Pr = 0.71: the built-in case
+as a user runs it (steady SIMPLEC on the 128 x 128 uniform mesh, its own settings) at
+Ra 1e3, 1e4 and 1e5.
 
-Measured (deviation from the benchmark): Ra 1e3 Nu -0.01 %, u_max -0.003 %, v_max -0.003 %;
-Ra 1e4 Nu +0.14 %, u_max +0.01 %, v_max +0.05 %; Ra 1e5 Nu +0.29 %, u_max +0.08 %, v_max
+Measured (deviation from the benchmark): Ra 1e3 Nu -0.01 %, u_max +0.01 %, v_max +0.01 %;
+Ra 1e4 Nu +0.14 %, u_max +0.02 %, v_max +0.05 %; Ra 1e5 Nu +0.29 %, u_max +0.08 %, v_max
 +0.10 %.  The 1 % bound is the acceptance's; an error in any term (buoyancy sign or size,
 the conductivity, a first-order wall gradient) moves some figure by more.  The two-rank runs
 are in tests/mpi/test_heated_cavity_mpi.py.
@@ -36,18 +36,12 @@ def check(entry, tol=0.01):
 
 
 @pytest.mark.slow
-def test_de_vahl_davis_ra1e5_default_mesh(tmp_path):
-    s, out = solve(tmp_path, 1e5, "output.plots=false")
-    assert s["converged"]
-    check(s["heated_cavity"])
-
-
-@pytest.mark.parametrize("ra", [1e3, 1e4])
-def test_de_vahl_davis_low_ra_64(tmp_path, ra):
-    """At Ra 1e3 and 1e4 the default mesh needs 1121 and 582 iterations (the same figures
-    to 0.3 %, docs/validation.md); 64 x 64 is within 1 % in a fraction of the time."""
-    s, out = solve(tmp_path, ra, "output.plots=false", "mesh.cells=[64,64,1]")
-    assert s["converged"]
+@pytest.mark.parametrize("ra", [1e3, 1e4, 1e5])
+def test_de_vahl_davis_default_mesh(tmp_path, ra):
+    """To ``residual_tol`` in the case's iterations (about 140, 80 and 160: the relaxation
+    takes pseudo time steps sized to the flow, docs/validation.md)."""
+    s, out = solve(tmp_path, ra, "output.plots=false")
+    assert s["converged"] and s["iterations"] < 400
     check(s["heated_cavity"])
 
 

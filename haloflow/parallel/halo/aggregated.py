@@ -18,7 +18,7 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
-from .. import mpicall
+from .. import emulation, mpicall
 from .base import Exchanger
 from .kernels import pack, unpack
 
@@ -118,6 +118,8 @@ class _Buffers:
         c[TS_ADDR] = c.ctypes.data + 8 * TS
         c[N_NB], c[N_OWNED], c[RECV_OFF] = len(ex.neighbours), ex.n_owned, s
         c[MSGS_PER], c[BYTES_PER] = len(ex.neighbours), 8 * s
+        emulation.register(ex.comm, self.handles.ctypes.data, ex.neighbours,
+                           8 * m * ex.send_counts)
 
 
 class AggregatedExchanger(Exchanger):
@@ -167,6 +169,8 @@ class AggregatedExchanger(Exchanger):
         st = self._stats
         t0 = self._clock()
         MPI.Request.Waitall(b.reqs)
+        if self._emu is not None:
+            self._emulate(len(fields))
         t1 = self._clock()
         self._unpack_contiguous(fields, b)
         st.wait_s += t1 - t0

@@ -12,6 +12,7 @@ from time import perf_counter
 
 import numpy as np
 
+from .. import emulation
 from . import staging as _staging
 from .kernels import pack, unpack
 
@@ -79,6 +80,16 @@ class Exchanger:
         self.n_send = int(self.send_ptr[-1])  # S2: boundary values sent per field
         self.n_recv = int(self.recv_ptr[-1])  # ghosts filled per field
         self._bufs: dict = {}
+        self._emu = emulation.on(comm)  # an emulated network's waits (None: a real one)
+        self._emu_delay: dict = {}
+
+    def _emulate(self, m: int) -> None:
+        """Wait as long as the emulated network adds to an exchange of ``m`` fields."""
+        d = self._emu_delay.get(m)
+        if d is None:
+            d = self._emu_delay[m] = self._emu.exchange_delay(self.neighbours,
+                                                               8 * m * self.send_counts)
+        self._emu.wait(d, len(self.neighbours))
 
     def _buffers(self, m: int):
         """The strategy's buffers for ``m`` fields, created on first use and then reused."""

@@ -59,6 +59,8 @@ class NeighborExchanger(Exchanger):
         st = self._stats
         t0 = self._clock()
         req.Wait()
+        if self._emu is not None:
+            self._emulate(len(fields))
         t1 = self._clock()
         self._unpack_contiguous(fields, b)
         st.wait_s += t1 - t0

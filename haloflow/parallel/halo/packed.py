@@ -81,6 +81,8 @@ class PackedExchanger(Exchanger):
         st, sp = self._stats, self.space
         t0 = self._clock()
         MPI.Request.Waitall(reqs)
+        if self._emu is not None:
+            self._emulate(len(fields))
         t1 = self._clock()
         if sp.staged:
             for rows in b.in_rows:

@@ -52,6 +52,8 @@ class PerFieldExchanger(Exchanger):
             t1 = self._clock()
             for sbuf, q, rbuf in self._msgs:
                 self.comm.Sendrecv(sbuf, q, TAG, rbuf, q, TAG)
+            if self._emu is not None:
+                self._emulate(1)
             t2 = self._clock()
             unpack(self._recv, self.recv_ptr, self.n_owned, (h,))
             if sp.staged:

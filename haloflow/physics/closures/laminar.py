@@ -9,10 +9,17 @@ class Laminar:
     """``nu_face = nu`` everywhere, filled once."""
 
     name = "laminar"
+    ghosts = ()
 
-    def __init__(self, lmesh, physics):
+    def __init__(self, lmesh, physics, ctx=None):
         self.nu = float(physics.nu)
         self.nu_face = np.full(lmesh.n_faces, self.nu)
 
+    def start(self, flow) -> None:
+        """Nothing to start from."""
+
     def solve(self, flow) -> None:
         """Nothing to solve: the viscosity is a constant."""
+
+    def refresh(self) -> None:
+        """Nothing to rebuild."""
