@@ -23,9 +23,12 @@ the all-Neumann finite-volume Laplacian):
   every way, their pairs took random shapes that the quality test refused, and the periodic
   cube coarsened 32^3 to 11020, 6019, 3646 and stalled at 2417 rows (64^3: 98506, then
   68601, left to the sparse LU), against 8192, 2048, 512, 128 now (64^3 down to 153 rows).
-  The modulation grows on coarse levels (coarse neighbours lie further apart), so 3 %
-  still left 32^3 with 640 rows after three levels; a cube cavity keeps its hierarchy up
-  to 6 % (at 7 % it changes, 2055 -> 2048 rows on level 2).
+  The modulation grows on coarse levels (coarse neighbours lie further apart): 3 % left
+  32^3 with 640 rows after three levels and 64^3 with 6098 after three.  The 32^3 cube
+  cavity keeps its level sizes and iterations (from 4 % a few of its third-level
+  aggregates change; from 7 % its sizes, 2055 -> 2048); graded and unstructured meshes
+  change by a few rows per level under any wider tie (pitzDaily, the cylinder) for the
+  same pressure iterations (3.8 and 19.5 per solve over 30 steps).
   Every tentative pair also passes AGMG's two-grid quality test (Napov & Notay 2012),
   mu(G) = max_v v'D(I - 1 1'D/1'D1)v / v'A_G v <= ``KAPPA``: it turns the worst shapes
   (four cells in a row, S and L shapes: mu = 6.8 for the 5-point stencil, 2 for a 2 x 2
