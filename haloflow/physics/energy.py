@@ -28,7 +28,7 @@ from ..linalg.matrix import DistMatrix
 from ..mesh.core import neighbour_centres
 from .patches import EMPTY, FIXED, FIXED_GRADIENT
 from .schemes import LIMITERS, limited_source
-from .time import bdf2_history
+from .time import scalar_levels
 
 # -- kernels -----------------------------------------------------------------------------------
 
@@ -291,22 +291,12 @@ class Energy:
         return info
 
     def _time_levels(self, dt: float) -> float:
-        """Keep the old levels; the time term's ``ddt`` (BDF2 as :class:`.time.BDF2`: Euler
-        on the first step, then ``2 dt / 3`` with ``(4 T^n - T^(n-1)) / 3``)."""
+        """Keep the old levels; the time term's ``ddt`` (:func:`.time.scalar_levels`)."""
         if self.steady:
             return np.inf
-        if not self.bdf2:
-            self.T_old[:] = self.T
-            return dt
-        self.T_old2[:] = self.T_old
-        self.T_old[:] = self.T
-        if not self._started:
-            self._started = True
-            self.T_time[:] = self.T
-            return dt
-        bdf2_history(self.T.reshape(1, -1), self.T_old2.reshape(1, -1),
-                     self.T_time.reshape(1, -1))
-        return 2.0 * dt / 3.0
+        ddt, self._started = scalar_levels(self.T, self.T_old, self.T_old2, self.T_time, dt,
+                                           self.bdf2, self._started)
+        return ddt
 
     def add_buoyancy_flux(self, phiH, g) -> None:
         lm = self.lm

@@ -31,6 +31,22 @@ def bdf2_history(U, Uold, out):
             out[d, c] = (4.0 * U[d, c] - Uold[d, c]) / 3.0
 
 
+def scalar_levels(x, old, old2, x_time, dt: float, bdf2: bool, started: bool):
+    """Keep a scalar field's old levels for a new step and return ``(ddt, started)``: the
+    :class:`BDF2` rule for one field (Euler on the first step, then ``2 dt / 3`` with
+    ``(4 x^n - x^(n-1)) / 3`` in ``x_time``), or Euler's (``x_time`` is ``old``)."""
+    if not bdf2:
+        old[:] = x
+        return dt, started
+    old2[:] = old
+    old[:] = x
+    if not started:
+        x_time[:] = x
+        return dt, True
+    bdf2_history(x.reshape(1, -1), old2.reshape(1, -1), x_time.reshape(1, -1))
+    return 2.0 * dt / 3.0, True
+
+
 class Euler:
     """Implicit Euler: the time term and the explicit convection see ``U^n``."""
 

@@ -41,8 +41,10 @@ def test_re100_steps_match_serial_on_2_ranks(haloflow_mpi, tmp_path):
     the first steps of the impulsive start (c_D 180 there; the pressure solves stop at their
     tolerance, reached differently on 2 ranks) and to 2.4e-8 at step 40 (measured since the
     coarse AMG levels skip the cut resweep and the smallest take a plain cycle, so the 2-rank
-    preconditioner differs a little more from the serial one; 2e-9 before); bounds 2e-6 and
-    5e-8, still far below the pressure solves' tolerance."""
+    preconditioner differs a little more from the serial one; 2e-9 before).  Since couplings
+    within 5 % tie in the AMG's matching (amg.TIE) the early steps differ by up to 3.5e-6 in
+    c_L (c_D is 180 there: 2e-8 of it), the level sizes being the same on 1 and 2 ranks;
+    bounds 5e-6 and 5e-8, still far below the pressure solves' tolerance."""
     got = {}
     for n in (1, 2):
         out = tmp_path / f"n{n}"
@@ -56,5 +58,5 @@ def test_re100_steps_match_serial_on_2_ranks(haloflow_mpi, tmp_path):
     for k in ("cd", "cl", "dp"):
         a, b = np.asarray(got[1][k]), np.asarray(got[2][k])
         assert len(a) == 40 and np.abs(a).max() > 0.1
-        assert np.abs(b - a).max() <= 2e-6, (k, np.abs(b - a).max())
+        assert np.abs(b - a).max() <= 5e-6, (k, np.abs(b - a).max())
         assert abs(b[-1] - a[-1]) <= 5e-8, (k, a[-1], b[-1])

@@ -53,7 +53,7 @@ import numpy as np
 from ...linalg.krylov import bicgstab
 from ...linalg.matrix import DistMatrix
 from ..patches import EMPTY, FIXED, PATCH_TYPES, SYMMETRY, ZERO_GRADIENT
-from ..time import bdf2_history
+from ..time import scalar_levels
 
 INLET_OUTLET = 5  # a scalar's condition only: the value on inflow, zero gradient on outflow
 CONVECTION = {"upwind": 0, "linear": 1, "hybrid": 2}
@@ -196,21 +196,12 @@ class Transport:
         return info
 
     def _time_levels(self, dt: float) -> float:
-        """Keep the old levels; the time term's ``ddt`` (BDF2 as :class:`..time.BDF2`)."""
+        """Keep the old levels; the time term's ``ddt`` (:func:`..time.scalar_levels`)."""
         if self.steady:
             return math.inf
-        if not self.bdf2:
-            self.x_old[:] = self.x
-            return dt
-        self.x_old2[:] = self.x_old
-        self.x_old[:] = self.x
-        if not self._started:
-            self._started = True
-            self.x_time[:] = self.x
-            return dt
-        bdf2_history(self.x.reshape(1, -1), self.x_old2.reshape(1, -1),
-                     self.x_time.reshape(1, -1))
-        return 2.0 * dt / 3.0
+        ddt, self._started = scalar_levels(self.x, self.x_old, self.x_old2, self.x_time, dt,
+                                           self.bdf2, self._started)
+        return ddt
 
 
 def scalar_boundary(lmesh, boundary, values: dict) -> tuple[np.ndarray, np.ndarray]:
