@@ -26,6 +26,7 @@ import numpy as np
 from ..linalg.krylov import bicgstab
 from ..linalg.matrix import DistMatrix
 from ..mesh.core import neighbour_centres
+from .closures.transport import relax_scalar
 from .patches import EMPTY, FIXED, FIXED_GRADIENT
 from .schemes import LIMITERS, limited_source
 from .time import scalar_levels
@@ -74,15 +75,6 @@ def energy_system(owner, neighbour, weight, phi, gdiff, magsf, alpha, vol, ddt, 
             diag[o] += max(phi[f], 0.0)
             if phi[f] < 0.0:
                 b[o] -= phi[f] * T[o]
-
-
-@nb.njit(cache=True)
-def relax_energy(diag, T, alpha, n, b):
-    """Implicit under-relaxation: ``diag /= alpha``, ``b += (1 - alpha)/alpha diag T``."""
-    f = (1.0 - alpha) / alpha
-    for c in range(n):
-        b[c] += f * diag[c] * T[c]
-        diag[c] /= alpha
 
 
 @nb.njit(cache=True)
@@ -281,7 +273,7 @@ class Energy:
                 limited_source(lm.owner, lm.neighbour, fc.weight, phi, self.d, self.gradT,
                                self.comps, self.T, self.limiter, self.rhs)
             if self.relaxation != 1.0:
-                relax_energy(self.diag, self.T, self.relaxation, lm.n_owned, self.rhs)
+                relax_scalar(self.diag, self.T, self.relaxation, lm.n_owned, self.rhs)
             self.M.fill(self.diag, self.lower, self.upper)
         cfg = self.cfg
         with T("solve_U"):  # the phase of every transport solve (U, T)

@@ -5,7 +5,8 @@ import tomllib
 import pytest
 from tomli_w import dumps as _dump
 
-from haloflow.case import Case, CaseError, builtin_cases, load_case
+from haloflow.case import Case, builtin_cases, load_case
+from tests.case_errors import error
 
 MINIMAL = """\
 [mesh]
@@ -38,15 +39,6 @@ def write(tmp_path, text, name="my.toml"):
     path = tmp_path / name
     path.write_text(text)
     return path
-
-
-def error(source, overrides=()):
-    """The CaseError message for loading ``source``; it must be a single line."""
-    with pytest.raises(CaseError) as info:
-        load_case(source, overrides)
-    msg = str(info.value)
-    assert "\n" not in msg
-    return msg
 
 
 def test_builtin_cavity_with_defaults():

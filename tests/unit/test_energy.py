@@ -6,22 +6,15 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from haloflow.case import CaseError, load_case
+from haloflow.case import load_case
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
 from haloflow.physics import solver_from_case
+from tests.case_errors import error
 from tests.unit.test_bcs_simple import perturb
 
 SELF = MPI.COMM_SELF
-
-
-def error(source, overrides=()):
-    with pytest.raises(CaseError) as info:
-        load_case(source, overrides)
-    msg = str(info.value)
-    assert "\n" not in msg
-    return msg
 
 
 @pytest.mark.parametrize("override, words", [

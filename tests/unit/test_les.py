@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from haloflow.case import CaseError, load_case
+from haloflow.case import load_case
 from haloflow.mesh import from_case
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
 from haloflow.physics import solver_from_case
 from haloflow.physics.closures.transport import INLET_OUTLET, Transport
+from tests.case_errors import error as case_error
 from tests.unit.test_energy import Spy
 
 SELF = MPI.COMM_SELF
@@ -38,11 +39,7 @@ def tgv(closure, cells=8, extra=(), spy=False):
 
 
 def error(overrides, source="taylor_green_3d"):
-    with pytest.raises(CaseError) as info:
-        load_case(source, overrides)
-    msg = str(info.value)
-    assert "\n" not in msg
-    return msg
+    return case_error(source, overrides)
 
 
 @pytest.mark.parametrize("override, words", [

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from haloflow.case import CaseError, load_case
+from haloflow.case import load_case
 from haloflow.mesh import from_case
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
@@ -18,6 +18,7 @@ from haloflow.physics.closures.spalart_allmaras import (
     eddy_viscosity,
     sa_sources,
 )
+from tests.case_errors import error
 from tests.limited import haloflow, one_line
 
 NU = 2e-7
@@ -117,14 +118,6 @@ def test_restart_from_the_state_equals_the_uninterrupted_run(tmp_path):
     for name, (v, _kind) in a.checkpoint_state()[0].items():
         assert np.array_equal(b.checkpoint_state()[0][name][0], v), name
     assert np.abs(a.closure.nt).max() > 3 * NU
-
-
-def error(source, overrides=()):
-    with pytest.raises(CaseError) as info:
-        load_case(source, overrides)
-    msg = str(info.value)
-    assert "\n" not in msg
-    return msg
 
 
 @pytest.mark.parametrize("override, words", [
