@@ -4,6 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 RANKS  ?= 2
 CASE   ?= cavity
+TEST_WORKERS ?= 2
 # numba's compiled kernels are cached here, so a run starts in a fraction of a second
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 
@@ -22,9 +23,12 @@ run: install
 	$(PY) -m haloflow.warmup
 	$(VENV)/bin/mpiexec -n $(RANKS) $(VENV)/bin/haloflow run $(CASE)
 
+# One-process tests one per core first; then the MPI jobs and the tests that need the cores
+# to themselves (threads, timings), one at a time.
 test: install
 	$(PY) -m haloflow.warmup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not mpi and not serial" tests
+	$(PY) -m pytest -q -m "mpi or serial" tests
 
 lint: install
 	$(PY) -m ruff check haloflow tests benchmarks

@@ -118,8 +118,11 @@ def pytest_generate_tests(metafunc):
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: "not mpi" leaves these out too
 def pytest_collection_modifyitems(items):
+    """Every test of this directory and every parallel-marked test is an MPI test: ``make
+    test`` runs them one at a time, after the one-process tests (which run one per core)."""
+    here = Path(__file__).parent
     for item in items:
-        if item.get_closest_marker("parallel") is not None:
+        if item.get_closest_marker("parallel") is not None or here in item.path.parents:
             item.add_marker(pytest.mark.mpi)
 
 

@@ -21,6 +21,8 @@ from haloflow.bench.netpipe.pairs import round_robin
 from haloflow.bench.netpipe.pool import PAGE, Pool, pool_bytes
 from haloflow.mpiutil import UserError
 
+pytestmark = pytest.mark.serial  # listener and client processes, timed transfers
+
 # Debian's NPmpich2 3.7.2, `-u 64`, on this machine: its sizes, and its .out lines verbatim
 NETPIPE_SIZES_1_64 = [1, 2, 3, 4, 6, 8, 12, 13, 16, 19, 21, 24, 27, 29, 32, 35, 45, 48, 51,
                       61, 64]

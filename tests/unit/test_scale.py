@@ -14,6 +14,8 @@ from haloflow.cli import main
 from haloflow.study import report
 from haloflow.study.scale import read_run
 
+pytestmark = pytest.mark.serial  # mpiexec sweeps
+
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 TINY = ["--set", "mesh.cells=[16,16,1]", "--steps", "3"]
 needs_mpi = pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from haloflow.linalg import krylov, matrix
 from haloflow.parallel import threads
+
+pytestmark = pytest.mark.serial  # 2 threads each, and CPU utilisation is asserted
 
 
 def test_use_threads_binds_threaded_builds_only_when_they_pay():
