@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import gains as G
 from . import model as M
 
 EPILOG = """\
@@ -75,6 +76,10 @@ def add_parser(sub) -> None:
                    help="with --node-bandwidth: memory traffic per cell per step (default: "
                         "all measured compute at the calibration bandwidth, the memory-bound "
                         "bound)")
+    p.add_argument("--thread-efficiency", type=float, metavar="E",
+                   help="parallel efficiency of a rank's threads for the 'what would pay' "
+                        "table (speedup T x E on T threads; default: the profiled run's "
+                        "utilisation when it ran threads, else 1)")
     p.add_argument("--shm", type=Path, metavar="FILE.out",
                    help="shared-memory curve for messages within a node (default: measured "
                         "here once and cached)")
@@ -173,34 +178,47 @@ def _check_workload(w: M.Workload, path: Path) -> None:
                            "per step")
 
 
+def run_mesh(profile_path: Path, w: M.Workload, log):
+    """The profiled run's own mesh and decomposition method (from case.toml beside
+    profile.json), or None when it is not at hand or too large to partition here."""
+    case_file = profile_path.parent / "case.toml"
+    if not case_file.exists() or w.cells > EXACT_LIMIT:
+        return None
+    from ..case import CaseError, load_case
+    from ..limits import generated_cells
+    from ..mesh import from_case
+
+    try:
+        case = load_case(str(case_file))
+        n = generated_cells(case.mesh) if case.mesh.type in ("box", "step") else 0
+        if n and n != w.cells:  # a case.toml that is not the profile's run
+            raise ValueError(f"its mesh has {n} cells, the profile {w.cells}")
+        mesh = from_case(case.mesh)
+    except (CaseError, OSError, ValueError) as e:
+        log(f"  cannot rebuild the mesh from {case_file} ({e}); using a process grid")
+        return None
+    return mesh, case.parallel.decomposition
+
+
+def partition_halos(built, w: M.Workload, ranks: list[int], log) -> dict:
+    """Halos at every rank count: of the run's own mesh and method (``run_mesh``) when at
+    hand, else of a structured process grid."""
+    ranks = [r for r in ranks if r <= w.cells]
+    if built is None:
+        return {p: M.halo_of_grid(w.cells, p, w.dims) for p in ranks}
+    from ..parallel.decompose import decompose
+
+    mesh, method = built
+    log(f"  partitioning the run's mesh ({mesh.n_cells} cells, {method}) for "
+        f"{len(ranks)} rank counts")
+    ni = mesh.n_internal
+    owner, nbr = mesh.owner[:ni], mesh.neighbour
+    return {p: M.halo_of_partition(owner, nbr, decompose(mesh, p, method), p) for p in ranks}
+
+
 def halos(profile_path: Path, w: M.Workload, ranks: list[int], log) -> dict:
     """Halos at every rank count: the run's own mesh and decomposition when at hand."""
-    ranks = [r for r in ranks if r <= w.cells]
-    case_file = profile_path.parent / "case.toml"
-    if case_file.exists() and w.cells <= EXACT_LIMIT:
-        from ..case import CaseError, load_case
-        from ..limits import generated_cells
-        from ..mesh import from_case
-
-        try:
-            case = load_case(str(case_file))
-            n = generated_cells(case.mesh) if case.mesh.type in ("box", "step") else 0
-            if n and n != w.cells:  # a case.toml that is not the profile's run
-                raise ValueError(f"its mesh has {n} cells, the profile {w.cells}")
-            mesh = from_case(case.mesh)
-        except (CaseError, OSError, ValueError) as e:
-            log(f"  cannot rebuild the mesh from {case_file} ({e}); using a process grid")
-        else:
-            from ..parallel.decompose import decompose
-
-            method = case.parallel.decomposition
-            log(f"  partitioning the run's mesh ({mesh.n_cells} cells, {method}) for "
-                f"{len(ranks)} rank counts")
-            ni = mesh.n_internal
-            owner, nbr = mesh.owner[:ni], mesh.neighbour
-            return {p: M.halo_of_partition(owner, nbr, decompose(mesh, p, method), p)
-                    for p in ranks}
-    return {p: M.halo_of_grid(w.cells, p, w.dims) for p in ranks}
+    return partition_halos(run_mesh(profile_path, w, log), w, ranks, log)
 
 
 def table(s: dict) -> list[str]:
@@ -321,6 +339,18 @@ def layout(args, log) -> M.Layout:
     return M.Layout(args.cores_per_node or os.cpu_count() or 1, args.threads_per_rank, node)
 
 
+def thread_efficiency(args, prof: dict, w: M.Workload) -> tuple[float, str]:
+    """Efficiency of a rank's threads: given, the profiled run's utilisation, or ideal."""
+    if args.thread_efficiency is not None:
+        _positive("--thread-efficiency", args.thread_efficiency, 1.0)
+        return args.thread_efficiency, f"efficiency {args.thread_efficiency:g} (given)"
+    u = prof.get("threads", {}).get("utilisation") if w.threads > 1 else None
+    if isinstance(u, int | float) and 0 < u <= 1.05:
+        u = min(float(u), 1.0)
+        return u, f"efficiency {u:.2f} (the profiled run's utilisation)"
+    return 1.0, "ideal (a 1-thread profile; give --thread-efficiency)"
+
+
 def _main(args) -> int:
     log = (lambda *a: None) if args.quiet else print
     ranks = parse_ranks(args.ranks)
@@ -330,6 +360,7 @@ def _main(args) -> int:
     if not names:
         raise M.ModelError("--network: expected at least one network")
     prof, w = load_profile(args.profile)
+    eff, eff_note = thread_efficiency(args, prof, w)
     nets = [None if n == "shm" else M.network(n) for n in names]
     shm = shm_curve(args.shm)
     nets = [shm if n is None else n for n in nets]
@@ -339,17 +370,28 @@ def _main(args) -> int:
     log(f"haloflow predict: {w.cells} cells, calibrated from {w.measured['ranks']} rank(s) at "
         f"{w.measured['s_per_step']:.4g} s/step; {cores} cores per node, "
         f"{lay.threads_of(w)} thread(s) per rank, cores {lay.node.cpu_speed:g}x as fast")
-    hs = halos(path, w, ranks, log)
+    built = run_mesh(path, w, log)
+    hs = partition_halos(built, w, ranks, log)
+    placed = {} if built is None else G.placed_halos(*built, hs, lay.per_node(w))
     summaries = []
     for net in nets:
         s = M.summary(M.sweep(w, hs, net, shm, lay))
         s["description"] = net.description
         s["latency_s"], s["bandwidth_Bps"] = net.latency, net.bandwidth
         s["overhead_s"], s["overhead_s_per_byte"] = net.o, net.o_byte
+        s["gains"] = G.gains(w, hs, placed, net, shm, lay, eff)
         summaries.append(s)
         lines = table(s)
         for line in (lines if not args.quiet else lines[-1:]):
             print(line)
+        if not args.quiet and s["gains"]:
+            print("\n".join(G.table(s["gains"], s["network"], eff_note)))
+    imb = G.measured_imbalance(prof)
+    if imb is not None and imb["imbalance"] > 1.02:
+        print(f"the profiled {imb['ranks']}-rank run's compute was imbalanced "
+              f"{imb['imbalance']:.2f}x (max / mean over ranks): balance = \"time\" would "
+              f"take about {imb['saving_s_per_step']:.3g} s off its "
+              f"{imb['s_per_step']:.3g} s step")
     if args.outdir is not None:
         _write(args.outdir, summaries, w, prof, lay, args.compare, hs)
         print(f"results in {os.path.abspath(args.outdir)} (predict.csv, predict.json, plots/)")
@@ -371,7 +413,8 @@ def _write(outdir: Path, summaries, w, prof, lay, compare, hs) -> None:
                                    "fields_per_exchange", "levels", "allreduces", "gathers",
                                    "gathered_rows", "refreshes", "gathered_nnz", "mpi_call_s",
                                    "threads", "measured")},
-        "exact_partitions": all(h.exact for h in hs.values()), "networks": summaries}
+        "exact_partitions": all(h.exact for h in hs.values()), "networks": summaries,
+        "measured_imbalance": G.measured_imbalance(prof)}
     (outdir / "predict.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
     title = prof.get("case", {}).get("name", "case") + f", {w.cells} cells"
     plots(outdir, summaries, compare, title)

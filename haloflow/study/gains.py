@@ -1,0 +1,149 @@
+"""What time balancing, node-aware placement and threads would gain on the target machine,
+priced by the same model as the prediction (``study/model.py``).
+
+Each is a change a user can make without new hardware, so ``predict`` states it beside the
+curve:
+
+- **balancing**: the busiest rank sets the step.  A partition's largest part is priced
+  against one of the mean size (what ``[parallel] balance = "time"`` reaches on equal
+  cores); a profile of a multi-rank run whose ranks computed at different speeds (a slow
+  or shared core) also says what evening out its measured compute times would save there.
+- **placement**: ranks fill nodes in order, and a plain partition puts neighbouring parts
+  on different nodes as often as not.  The two-level decomposition (``[parallel]
+  placement = "nodes"``: one piece per node, then its ranks) is priced on the same mesh;
+  only the messages between nodes cross the network.
+- **threads**: the same cores as fewer ranks of more threads each: fewer, larger messages
+  and fewer stages in every reduction, at the threads' efficiency (the profiled run's
+  utilisation when it ran threads; else the value given, ideal by default, and the output
+  says which).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from . import model as M
+
+THREADS = (1, 2, 4, 8, 16, 32)
+
+
+def one_thread(w: M.Workload, efficiency: float) -> M.Workload:
+    """The workload as one thread would compute it: a threaded profile's distributed
+    compute times its threads and their efficiency."""
+    if w.threads <= 1:
+        return w
+    fixed = w.serial_s + w.floor_s
+    work = (w.compute_s - fixed) * w.threads * efficiency
+    return replace(w, compute_s=fixed + work, threads=1)
+
+
+def threaded(w1: M.Workload, threads: int, efficiency: float) -> M.Workload:
+    """One-thread workload ``w1`` on ``threads`` threads of the given efficiency (the model
+    divides the distributed compute by the thread count; the efficiency stretches it)."""
+    if threads <= 1:
+        return w1
+    fixed = w1.serial_s + w1.floor_s
+    return replace(w1, compute_s=fixed + (w1.compute_s - fixed) / efficiency)
+
+
+def balanced(halo: M.Halo) -> M.Halo:
+    """The same halos with every rank holding the mean number of cells."""
+    return replace(halo, cells=np.full(halo.ranks, halo.cells.sum() / halo.ranks))
+
+
+def cross_node_cells(halo: M.Halo, per_node: int) -> int:
+    """Halo cell values per exchange that cross nodes (ranks fill nodes in order)."""
+    return int(halo.count[(halo.src // per_node) != (halo.dst // per_node)].sum())
+
+
+def placed_halos(mesh, method: str, hs: dict, per_node: int) -> dict:
+    """``{ranks: (block, nodes)}``: halos of a METIS partition placed in blocks (the run's
+    own when it used METIS) and of the two-level METIS decomposition, at every rank count
+    that spans more than one node (both by METIS, so that only the placement differs)."""
+    from ..parallel.decompose import decompose
+    from ..parallel.topology import metis_split, two_level
+
+    ni = mesh.n_internal
+    owner, nbr = mesh.owner[:ni], mesh.neighbour
+    out = {}
+    for p in sorted(hs):
+        if p <= per_node or p > mesh.n_cells:
+            continue
+        block = hs[p] if method == "metis" else M.halo_of_partition(
+            owner, nbr, decompose(mesh, p, "metis"), p)
+        parts = two_level(mesh, np.arange(p) // per_node, metis_split)
+        out[p] = (block, M.halo_of_partition(owner, nbr, parts, p))
+    return out
+
+
+def gains(w: M.Workload, hs: dict, placed: dict, net: M.Curve, shm: M.Curve, lay: M.Layout,
+          thread_efficiency: float) -> list[dict]:
+    """Per rank count of the sweep: the predicted step as it is, with balanced parts, with
+    two-level placement (where it spans nodes and the mesh is at hand) and with the same
+    cores as ranks of other thread counts."""
+    t0 = lay.threads_of(w)
+    w1 = one_thread(w, thread_efficiency)
+    rows = []
+    for p in sorted(hs):
+        if p < 2:
+            continue
+        base = M.predict(w, hs[p], net, shm, lay)
+        row = {"ranks": p, "nodes": base.nodes, "threads": t0, "step_s": base.step_s,
+               "balanced_step_s": M.predict(w, balanced(hs[p]), net, shm, lay).step_s,
+               "cell_imbalance": float(hs[p].cells.max() / hs[p].cells.mean())}
+        if p in placed:
+            block, nodes = placed[p]
+            per_node = lay.per_node(w)
+            row["metis_block_step_s"] = M.predict(w, block, net, shm, lay).step_s
+            row["placed_step_s"] = M.predict(w, nodes, net, shm, lay).step_s
+            row["cross_node_cells"] = cross_node_cells(block, per_node)
+            row["placed_cross_node_cells"] = cross_node_cells(nodes, per_node)
+        cores = p * t0
+        options = {}
+        for t in THREADS:
+            r = cores // t
+            if t > lay.cores_per_node or cores % t or r not in hs:
+                continue
+            lt = replace(lay, threads=t)
+            options[t] = M.predict(threaded(w1, t, thread_efficiency), hs[r], net, shm,
+                                   lt).step_s
+        row["threads_step_s"] = options
+        rows.append(row)
+    return rows
+
+
+def measured_imbalance(prof: dict) -> dict | None:
+    """A multi-rank profile's compute imbalance (max over mean of the ranks' compute
+    seconds) and what evening it out would save per step there."""
+    c, steps = prof.get("compute_s", {}), max(int(prof.get("steps", 1)), 1)
+    if int(prof.get("ranks", 1)) < 2 or not c.get("mean"):
+        return None
+    return {"ranks": int(prof["ranks"]), "imbalance": c["max"] / c["mean"],
+            "saving_s_per_step": (c["max"] - c["mean"]) / steps,
+            "s_per_step": prof["s_per_step"]}
+
+
+def _pct(new: float, old: float) -> str:
+    return f"{100.0 * (new / old - 1.0):+6.1f}%"
+
+
+def table(rows: list[dict], network: str, efficiency_note: str) -> list[str]:
+    """What would pay, per rank count: the changes in the predicted step (placement: the
+    two-level decomposition against METIS placed in blocks, both by METIS)."""
+    lines = [f"what would pay on {network} (same cores; threads: {efficiency_note})",
+             f"{'ranks':>6} {'nodes':>5} {'s/step':>10} {'balanced':>9} {'placement':>9} "
+             f"{'cross-node cells':>17} {'best threads':>13}"]
+    for r in rows:
+        place = cross = "-"
+        if "placed_step_s" in r:
+            place = _pct(r["placed_step_s"], r["metis_block_step_s"])
+            cross = f"{r['cross_node_cells']} -> {r['placed_cross_node_cells']}"
+        opts = r["threads_step_s"]
+        best = min(opts, key=opts.get) if opts else r["threads"]
+        thr = f"{best}: {_pct(opts[best], r['step_s'])}" if opts else "-"
+        lines.append(f"{r['ranks']:6d} {r['nodes']:5d} {r['step_s']:10.4g} "
+                     f"{_pct(r['balanced_step_s'], r['step_s']):>9} {place:>9} {cross:>17} "
+                     f"{thr:>13}")
+    return lines
