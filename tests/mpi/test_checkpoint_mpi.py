@@ -51,12 +51,15 @@ def test_restart_on_any_rank_count(haloflow_mpi, tmp_path, case):
         _ok(haloflow_mpi(n, "run", case, "-o", str(d), *CASES[case], *COMMON, "--steps", "8",
                          "--set", "output.checkpoint_every=4", timeout=180))
         ref[n] = d
-    for n, m, halo in PAIRS[case]:
+    # a run directory restarts from its newest checkpoint (step 8: nothing left to do)
+    n, m, halo = PAIRS[case][-1]
+    d = tmp_path / "newest"
+    _ok(haloflow_mpi(m, "run", "--restart", str(ref[n]), "-o", str(d), "--steps", "8",
+                     "--halo", halo, "--quiet", timeout=180))
+    s = json.loads((d / "summary.json").read_text())
+    assert (s["status"], s["start_step"], s["steps"]) == ("completed", 8, 8), s
+    for n, m, halo in PAIRS[case]:  # from step 4 of a run on n ranks, on m ranks
         d = tmp_path / f"restart{n}to{m}"
-        _ok(haloflow_mpi(m, "run", "--restart", str(ref[n]), "-o", str(d), "--steps", "8",
-                         "--halo", halo, "--quiet", timeout=180))
-        # the restart reads the newest checkpoint: step 8; restart from step 4 instead
-        d = tmp_path / f"restart{n}to{m}b"
         _ok(haloflow_mpi(m, "run", "--restart",
                          str(ref[n] / "checkpoint" / "step-000000004.ckpt"), "-o", str(d),
                          "--steps", "8", "--halo", halo, "--quiet", timeout=180))

@@ -111,13 +111,11 @@ CONFIGS = {
 }
 
 
-def _run(tmp_path, name, nthreads, extra, env=None):
-    import json
+def _start(tmp_path, name, nthreads, extra, env=None):
+    """Launch one recorded run; ``_finish`` waits for it and reads what it wrote."""
     import os
     import subprocess
     import sys
-
-    from tests.fieldio import read_fields
 
     out, rec = tmp_path / f"{name}-t{nthreads}", tmp_path / f"{name}-t{nthreads}.json"
     driver = tmp_path / "driver.py"
@@ -132,8 +130,22 @@ def _run(tmp_path, name, nthreads, extra, env=None):
         cmd[cmd.index("mesh.cells=[24,24,1]")] = "mesh.cells=[12,12,12]"
         cmd += ["--set", "boundary.front.type=wall", "--set", "boundary.back.type=wall",
                 "--set", "solver.dt=0.05"]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    return proc, out, rec, nthreads
+
+
+def _finish(started):
+    import json
+
+    from tests.fieldio import read_fields
+
+    proc, out, rec, nthreads = started
+    try:
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, f"{stdout}\n{stderr}"
     s = json.loads((out / "summary.json").read_text())
     assert s["threads"] == nthreads and s["steps"] == 12
     prof = json.loads((out / "profile.json").read_text())
@@ -141,14 +153,18 @@ def _run(tmp_path, name, nthreads, extra, env=None):
     return json.loads(rec.read_text()), read_fields(out), s, prof
 
 
+def _run(tmp_path, name, nthreads, extra, env=None):
+    return _finish(_start(tmp_path, name, nthreads, extra, env))
+
+
 def test_a_run_on_2_threads_equals_1_thread_and_calls_every_kernel(tmp_path):
     """The cavity with threaded kernels (threshold lowered to 1 row) against the serial
     builds: same fields to round-off (threaded sums add in another order), and between the
     configurations every kernel compiled both ways was called in its threaded build."""
     called, kernels = set(), set()
-    for name, extra in CONFIGS.items():
-        one, f1, _, _ = _run(tmp_path, name, 1, extra)
-        two, f2, _, _ = _run(tmp_path, name, 2, extra)
+    for name, extra in CONFIGS.items():  # both builds side by side: only answers compared
+        started = [_start(tmp_path, name, n, extra) for n in (1, 2)]
+        (one, f1, _, _), (two, f2, _, _) = (_finish(s) for s in started)
         assert one["bound"] == [False] and two["bound"] == [True], (one, two)
         assert one["threaded"] == [] and two["threaded"] == two["kernels"], (one, two)
         scale = np.abs(f1["U"]).max()
