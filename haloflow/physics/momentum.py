@@ -152,15 +152,18 @@ class Momentum:
     side ``b0`` (without the pressure gradient), the predictor, and ``H/A``.
 
     ``nu_face`` is the closure's array, read at every assembly (a closure refreshes it in
-    place).  ``nonorth``: defer the non-orthogonal part of diffusion; it and linear-upwind
-    convection need velocity gradients, whose ghost rows are exchanged."""
+    place), and ``stress`` the explicit part of its eddy stress (cell integrals on the owned
+    rows), or None in laminar flow.  ``nonorth``: defer the non-orthogonal part of
+    diffusion; it and linear-upwind convection need velocity gradients, whose ghost rows
+    are exchanged."""
 
     def __init__(self, U, lmesh, fc, bc, comps, gradient, nu_face, pattern, exchanger, red,
-                 workspace, many, scratch, timers, *, convection: str, nonorth: bool, settings):
+                 workspace, many, scratch, timers, *, convection: str, nonorth: bool, settings,
+                 stress=None):
         lm = lmesh
         n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
         self.U, self.lm, self.fc, self.bc, self.comps = U, lm, fc, bc, comps
-        self.gradient, self.nu_face = gradient, nu_face
+        self.gradient, self.nu_face, self.stress = gradient, nu_face, stress
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
         self.mws = many  # the lockstep solve's vectors (BiCGStab-Jacobi)
         # every step ends by exchanging U (the velocity correction), so the predictor's
@@ -198,6 +201,9 @@ class Momentum:
             momentum_system(lm.owner, lm.neighbour, fc.weight, phi, fc.gdiff, self.nu_face,
                             self.vol, ddt, bc.u_kind, bc.u_value, U_conv, U_time, self.linear,
                             self.comps, self.diag, self.lower, self.upper, self.b0, self.sf)
+            if self.stress is not None:
+                no = lm.n_owned
+                self.b0[:, :no] += self.stress[:, :no]
         if self.gradU is not None:
             self._explicit(phi, U_conv)
 

@@ -89,7 +89,8 @@ class PisoSolver:
             steady=self.algorithm == "simple"))
         self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
                                  red, ws, many, scratch, timers, convection=s.convection,
-                                 nonorth=self.nonorth, settings=s.momentum)
+                                 nonorth=self.nonorth, settings=s.momentum,
+                                 stress=getattr(self.closure, "stress", None))
         self.pressure = Pressure(self.p, self.grad, self.phi, *common, pattern, exchanger, red,
                                  ws, scratch, timers, nonorth=self.nonorth,
                                  n_nonorth=int(s.n_nonorth_correctors), singular=singular,

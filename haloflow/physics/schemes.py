@@ -177,6 +177,30 @@ def nonorth_diffusion_source(owner, neighbour, weight, corr, gradU, comps, nu_f,
 
 
 @nb.njit(cache=True)
+def transposed_stress(owner, neighbour, sf, nu_face, nu, gradU, n_owned, gnut, stress):
+    """The explicit part of the eddy stress, ``div(nut T(grad U))``, integrated over each
+    owned cell: ``stress[d, c] = V grad(nut) . d U / d x_d``, the form it takes when
+    ``div U = 0`` (the rest, ``nut grad(div U)``, vanishes to the pressure solver's
+    tolerance).  The laplacian alone dissipates ``nut grad U : grad U``, which in a vortex
+    core is far more than the ``2 nut D : D`` of the stress it stands for.  ``V grad(nut)``
+    is Gauss's sum of ``nut_f S_f`` with ``nut_f = nu_face - nu`` (zero on walls), so no
+    ghost gradient is needed; ``gnut`` is scratch of shape ``(3, n)``."""
+    gnut[:, :] = 0.0
+    ni = len(neighbour)
+    for f in range(len(owner)):
+        s = nu_face[f] - nu
+        o = owner[f]
+        for e in range(3):
+            gnut[e, o] += s * sf[f, e]
+            if f < ni:
+                gnut[e, neighbour[f]] -= s * sf[f, e]
+    for c in range(n_owned):
+        for d in range(3):
+            stress[d, c] = (gnut[0, c] * gradU[0, d, c] + gnut[1, c] * gradU[1, d, c]
+                            + gnut[2, c] * gradU[2, d, c])
+
+
+@nb.njit(cache=True)
 def nonorth_flux_correction(owner, neighbour, weight, corr, rAU, grad, comps, phiH):
     """Move the non-orthogonal part of the pressure flux, ``rAU_f k . grad(p)_f`` from the
     latest pressure, into the predicted flux, so that the pressure equation (implicit in

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..bcs import velocity_boundary_values
 from ..patches import FIXED
+from ..schemes import transposed_stress
 
 
 @nb.njit(cache=True)
@@ -63,6 +64,8 @@ class EddyViscosity:
         self.ub = np.zeros((3, lm.n_faces - lm.n_internal))
         self.gkind = ctx.bc.grad_kind
         self.ghosts = (self.nut,)
+        self.stress = np.zeros((3, n))  # div(nut T(grad U)), for the momentum equation
+        self._gnut = np.zeros((3, n))
 
     def start(self, flow) -> None:
         """The eddy viscosity of the initial velocity (its ghosts current), exchanged once."""
@@ -80,11 +83,14 @@ class EddyViscosity:
         raise NotImplementedError
 
     def refresh(self) -> None:
-        """``nu_face`` from ``nut``, whose ghosts have just been exchanged."""
+        """``nu_face`` from ``nut``, whose ghosts have just been exchanged, and the
+        explicit stress of the same ``nut`` and the velocity gradient it came from."""
         lm, ctx = self.lm, self.ctx
         with ctx.timers("assemble"):
             face_viscosity(lm.owner, lm.neighbour, ctx.fc.weight, self.nu, self.nut,
                            ctx.bc.u_kind, self.nu_face)
+            transposed_stress(lm.owner, lm.neighbour, lm.geometry.face_areas, self.nu_face,
+                              self.nu, self.gradU, lm.n_owned, self._gnut, self.stress)
 
     def _gradient(self, flow) -> None:
         """``gradU`` on the owned cells of the current velocity (its ghosts current)."""
@@ -96,10 +102,14 @@ class EddyViscosity:
                 ctx.gradient(flow.U[d], self.gkind, self.ub[d], self.gradU[d])
 
     def state(self) -> tuple[dict, dict]:
-        """What a restart needs: ``nut`` and the face viscosity the next step assembles
-        with (built from the previous step's ``nut``)."""
-        return {"nut": (self.nut, "cell"), "nu_face": (self.nu_face, "face")}, {}
+        """What a restart needs: ``nut``, the face viscosity and explicit stress the next
+        step assembles with (built from the previous step's ``nut``), and the velocity
+        gradient the next stress is built from."""
+        return {"nut": (self.nut, "cell"), "nu_face": (self.nu_face, "face"),
+                "stress": (self.stress, "cell"), "gradU": (self.gradU.reshape(9, -1), "cell")}, {}
 
     def restore(self, values: dict, extra: dict) -> None:
         self.nut[:] = values["nut"].reshape(-1)
         self.nu_face[:] = values["nu_face"].reshape(-1)
+        self.stress[...] = values["stress"].reshape(self.stress.shape)
+        self.gradU[...] = values["gradU"].reshape(self.gradU.shape)

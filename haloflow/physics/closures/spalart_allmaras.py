@@ -38,6 +38,7 @@ import numpy as np
 from ...parallel.wall_distance import wall_distance
 from ..bcs import velocity_boundary_values
 from ..patches import FIXED
+from ..schemes import transposed_stress
 from .transport import INLET_OUTLET, Transport, scalar_boundary
 
 # published defaults (Spalart & Allmaras 1994, as listed by TMR); cw1 follows from them
@@ -175,6 +176,8 @@ class SpalartAllmaras:
         self.tb = np.zeros(nb_)
         self.gkind = ctx.bc.grad_kind
         self.ghosts = self.eq.ghosts
+        self.stress = np.zeros((3, n))  # div(nut T(grad U)), for the momentum equation
+        self._gnut = np.zeros((3, n))
 
     def start(self, flow) -> None:
         """``nu_face`` of the initial nu-tilde (uniform, so its ghosts are current)."""
@@ -209,15 +212,21 @@ class SpalartAllmaras:
             eddy_viscosity(self.nt, self.nu, self.cv1, self.nut)
             face_viscosity(lm.owner, lm.neighbour, ctx.fc.weight, self.nu, self.nut,
                            self.eq.kind, self.nut_b, self.nu_face)
+            transposed_stress(lm.owner, lm.neighbour, lm.geometry.face_areas, self.nu_face,
+                              self.nu, self.gradU, lm.n_owned, self._gnut, self.stress)
 
     def state(self) -> tuple[dict, dict]:
         """What a restart needs: nu-tilde and the face viscosity the next step assembles
         with (made from the previous step's nu-tilde)."""
         arrays, extra = self.eq.state()
         arrays["nu_face"] = (self.nu_face, "face")
+        arrays["stress"] = (self.stress, "cell")
+        arrays["gradU"] = (self.gradU.reshape(9, -1), "cell")  # the next stress's
         return arrays, extra
 
     def restore(self, values: dict, extra: dict) -> None:
         self.eq.restore(values, extra)
         self.nu_face[:] = values["nu_face"].reshape(-1)
+        self.stress[...] = values["stress"].reshape(self.stress.shape)
+        self.gradU[...] = values["gradU"].reshape(self.gradU.shape)
         eddy_viscosity(self.nt, self.nu, self.cv1, self.nut)
