@@ -1057,7 +1057,8 @@ def _fluctuation(out: dict, path: tuple[str, ...]) -> None:
                                  f"{_dotted(path + ('fluctuation',))} (the rms fluctuation "
                                  "per component, a fraction of |U|)")
         return
-    from .physics.inflow import ALPHA, SEED
+    from .physics.patches import INFLOW_ALPHA as ALPHA
+    from .physics.patches import INFLOW_SEED as SEED
 
     out["fluctuation"] = tuple(float(x) for x in out["fluctuation"])
     out["fluctuation_alpha"] = ALPHA if out["fluctuation_alpha"] is None else \

@@ -21,8 +21,8 @@ import math
 import numba as nb
 import numpy as np
 
-ALPHA = 0.1  # OpenFOAM's turbulentInlet default
-SEED = 0
+from .patches import INFLOW_ALPHA as ALPHA
+from .patches import INFLOW_SEED as SEED
 
 
 @nb.njit(cache=True, inline="always")
