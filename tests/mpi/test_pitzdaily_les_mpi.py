@@ -1,8 +1,8 @@
 """pitzdaily_les on 3 ranks reproduces the serial run to 1e-8 on the coarse copy of its mesh:
 the inlet's random fluctuations drawn per global face (so every rank count draws the same),
 the periodic span split across ranks, kEqn's k and nut riding the first correction, and van
-Driest's width from the nearest wall face on any rank; once with each of two halo
-strategies, van Driest on in one, off in the other."""
+Driest's width from the nearest wall face on any rank; kEqn with and without van Driest,
+WALE and Smagorinsky with it, each under another halo strategy."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from haloflow.physics import solver_from_case
 from tests.pitzdaily_les import TIGHT, coarse_case
 
 STEPS = 4
-RUNS = {"neighbor": "physics.van_driest=true", "overlap": "physics.van_driest=false"}
+VD = "physics.van_driest=true"
+RUNS = {"neighbor": [VD], "overlap": [], "aggregated": [VD, 'physics.closure="wale"'],
+        "perfield": [VD, 'physics.closure="smagorinsky"']}
 
 
 def _fields(s):
@@ -41,8 +43,8 @@ def test_three_ranks_match_serial(nranks):
         mesh = from_case(case.mesh) if comm.rank == 0 else None
         parts = decompose(mesh, nranks, "rcb") if comm.rank == 0 else None
         lm = distribute(mesh, parts, comm)
-        for strategy, damping in RUNS.items():
-            run = coarse_case([*TIGHT, damping], Path(tmp))
+        for strategy, extra in RUNS.items():
+            run = coarse_case([*TIGHT, *extra], Path(tmp))
             s = solver_from_case(lm, run, halo.make(strategy, lm, comm), comm)
             for _ in range(STEPS):
                 s.step()
@@ -54,8 +56,8 @@ def test_three_ranks_match_serial(nranks):
                 for _ in range(STEPS):
                     one.step()
                 want = _fields(one)
-                assert want[4].max() > 0.0, damping  # the closure acts
+                assert want[4].max() > 0.0, extra  # the closure acts
                 for a, b in zip(got, want, strict=True):
                     scale = max(np.abs(b).max(), 1e-30)
-                    assert np.abs(a - b).max() <= 1e-8 * scale, damping
+                    assert np.abs(a - b).max() <= 1e-8 * scale, extra
             comm.Barrier()
