@@ -435,13 +435,19 @@ def _patch_schema() -> tuple[_Key, dict[str, _Kind]]:
     return _Key(_choice(*PATCH_TYPES)), {
         "U": _XYZ, "p": _REAL, "profile": _choice(*PROFILES),
         "T": _REAL, "T_gradient": _REAL, "heat_flux": _REAL,
-        "table": _text("a path to a CSV profile table (header e.g. 'y,Ux,Uy,Uz')")}
+        "table": _text("a path to a CSV profile table (header e.g. 'y,Ux,Uy,Uz')"),
+        # random inflow fluctuations (haloflow.physics.inflow): rms per component / |U|
+        "fluctuation": _vector(_number(0, big=10.0), "numbers from 0 to 10"),
+        "fluctuation_alpha": _FRACTION, "seed": _integer(0)}
 
+
+# an inlet's random fluctuations: off unless `fluctuation` is given (then alpha 0.1, seed 0)
+_FLUCTUATION = {"fluctuation": None, "fluctuation_alpha": None, "seed": None}
 
 # A patch table: `type` picks which of U, p and profile it takes, and their defaults.
 _PATCH_TAKES = {
     "wall": {"U": (0.0, 0.0, 0.0)},  # wall velocity: a moving lid, say
-    "inlet": {"U": _REQUIRED, "profile": "uniform"},  # U: the mean velocity
+    "inlet": {"U": _REQUIRED, "profile": "uniform", **_FLUCTUATION},  # U: the mean velocity
     "outlet": {"p": 0.0},
     "symmetry": {},
     "slip": {},
@@ -450,7 +456,7 @@ _PATCH_TAKES = {
 
 
 # an inlet with profile = "table": the velocity comes from the table, not from U
-_INLET_TABLE_TAKES = {"profile": "uniform", "table": _REQUIRED}
+_INLET_TABLE_TAKES = {"profile": "uniform", "table": _REQUIRED, **_FLUCTUATION}
 
 
 # -- the Case ----------------------------------------------------------------------------------
@@ -657,7 +663,17 @@ def _resolve(raw: dict, base: Path = Path("."), by_override=frozenset()) -> dict
         post.validate(case)
     _initial(case)
     _needs_wall(case)
+    _transient_inflow(case)
     return out
+
+
+def _transient_inflow(case):
+    """Inflow fluctuations change the inlet every time step: a steady solve has none."""
+    for name, b in case.boundary.items():
+        if getattr(b, "fluctuation", None) is not None and case.solver.algorithm != "piso":
+            raise KeyProblem(("boundary", name, "fluctuation"), f"boundary.{name}.fluctuation: "
+                             'needs solver.algorithm = "piso" (a steady solve has no time '
+                             "steps to fluctuate over)", also=[("solver", "algorithm")])
 
 
 def _needs_wall(case):
@@ -798,6 +814,11 @@ _LES = {
     "Cw": _Key(_POSITIVE, 0.325),  # wale
     "k_init": _Key(_number(0), None),  # kEqn: k at t = 0 (default: local equilibrium)
     "k_inlet": _Key(_number(0), 0.0),  # kEqn: k at inlets and on inflow through outlets
+    # van Driest's damping of the filter width near walls (OpenFOAM's vanDriest delta)
+    "van_driest": _Key(_boolean(), False),
+    "Aplus": _Key(_POSITIVE, 26.0),
+    "kappa": _Key(_POSITIVE, 0.41),
+    "Cdelta": _Key(_POSITIVE, 0.158),
 }
 
 
@@ -1022,7 +1043,27 @@ def _patch(raw, path: tuple[str, ...], base: Path = Path(".")) -> SimpleNamespac
             out[k] = None
     if out.get("table") is not None:
         out["table"] = _profile_table(out["table"], path + ("table",), base)
+    _fluctuation(out, path)
     return SimpleNamespace(**out)
+
+
+def _fluctuation(out: dict, path: tuple[str, ...]) -> None:
+    """An inlet's random fluctuations: ``fluctuation_alpha`` and ``seed`` only with
+    ``fluctuation``, which fills in their defaults (haloflow.physics.inflow)."""
+    if out.get("fluctuation") is None:
+        for k in ("fluctuation_alpha", "seed"):
+            if out.get(k) is not None:
+                raise KeyProblem(path + (k,), f"{_dotted(path + (k,))}: needs "
+                                 f"{_dotted(path + ('fluctuation',))} (the rms fluctuation "
+                                 "per component, a fraction of |U|)")
+        return
+    from .physics.patches import INFLOW_ALPHA as ALPHA
+    from .physics.patches import INFLOW_SEED as SEED
+
+    out["fluctuation"] = tuple(float(x) for x in out["fluctuation"])
+    out["fluctuation_alpha"] = ALPHA if out["fluctuation_alpha"] is None else \
+        out["fluctuation_alpha"]
+    out["seed"] = SEED if out["seed"] is None else out["seed"]
 
 
 def _profile_table(name: str, where: tuple[str, ...], base: Path) -> str:

@@ -29,6 +29,9 @@ def warm() -> None:
         *(("taylor_green_3d", ["mesh.cells=[4,4,4]", "solver.max_steps=2",  # LES closures
                                f'physics.closure="{c}"', "postprocess.averaging=true"])
           for c in ("smagorinsky", "wale", "kEqn")),
+        ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2",
+                     'physics.model="les"', 'physics.closure="kEqn"', "physics.van_driest=true",
+                     "boundary.left.fluctuation=[0.02,0.01,0.0]"]),  # inflow, van Driest
     ]
     for name, overrides in small:
         case = load_case(name, overrides + ["output.plots=false", "output.fields=false"])

@@ -249,8 +249,13 @@ def check(mesh: Mesh, notes: list[str] | tuple[str, ...] = ()) -> Report:
     openness = (np.abs(sums) / (mags + 1e-300)).max(axis=1)
     rep.openness_max = float(openness.max())
     sb = g.face_areas[ni:]
+    # per component, over that component's boundary area, but no less than a millionth of the
+    # whole boundary's: a direction the boundary barely faces (a span joined periodically)
+    # would otherwise divide round-off by round-off
+    mag = np.abs(sb).sum(axis=0)
+    floor = 1e-6 * np.sqrt(np.einsum("ij,ij->i", sb, sb)).sum()
     rep.boundary_openness = tuple((np.abs(sb.sum(axis=0)) /
-                                   (np.abs(sb).sum(axis=0) + 1e-300)).tolist())
+                                   (np.maximum(mag, floor) + 1e-300)).tolist())
 
     p = rep.problems
     n_open = int(np.sum(openness > CLOSED_TOL))

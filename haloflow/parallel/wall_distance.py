@@ -49,13 +49,18 @@ def _fan_triangles(points, face_ptr, face_nodes, faces, out):
             t += 1
 
 
+def wall_faces(lmesh, wall_patches) -> np.ndarray:
+    """This rank's faces on the patches named ``wall_patches``, in patch order."""
+    faces = [np.arange(p.start, p.start + p.size, dtype=np.int64)
+             for p in lmesh.patches if p.name in set(wall_patches)]
+    return np.concatenate(faces) if faces else np.zeros(0, dtype=np.int64)
+
+
 def wall_triangles(lmesh, wall_patches) -> np.ndarray:
     """``(m, 3, 3)`` triangles of this rank's faces on the patches named ``wall_patches``."""
     if lmesh.points is None:
         raise RuntimeError("wall distance needs the mesh points (compute it at set-up)")
-    faces = [np.arange(p.start, p.start + p.size, dtype=np.int64)
-             for p in lmesh.patches if p.name in set(wall_patches)]
-    faces = np.concatenate(faces) if faces else np.zeros(0, dtype=np.int64)
+    faces = wall_faces(lmesh, wall_patches)
     counts = np.diff(lmesh.face_ptr)[faces] if len(faces) else np.zeros(0, dtype=np.int64)
     out = np.zeros((int(counts.sum()), 3, 3))
     _fan_triangles(lmesh.points, lmesh.face_ptr, lmesh.face_nodes, faces, out)
@@ -72,6 +77,19 @@ def gather_triangles(tris: np.ndarray, comm) -> np.ndarray:
     displ = np.concatenate([[0], np.cumsum(counts)[:-1]])
     comm.Allgatherv(np.ascontiguousarray(tris).reshape(-1), [out, counts, displ, _double()])
     return out.reshape(-1, 3, 3)
+
+
+def gather_values(values: np.ndarray, comm) -> np.ndarray:
+    """Every rank's 1-D float64 ``values`` on every rank, in rank order (one ``Allgatherv``
+    after one ``allgather`` of the counts); ``comm`` None or of size 1: ``values`` itself."""
+    if comm is None or comm.size == 1:
+        return values
+    counts = np.asarray(comm.allgather(values.size), dtype=np.int64)
+    out = np.empty(int(counts.sum()))
+    displ = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    comm.Allgatherv(np.ascontiguousarray(values, dtype=np.float64), [out, counts, displ,
+                                                                     _double()])
+    return out
 
 
 def _double():
@@ -243,3 +261,55 @@ def wall_distance(lmesh, comm, wall_patches) -> np.ndarray:
     None for a serial run); call it at set-up, while the mesh points are held."""
     tris = gather_triangles(wall_triangles(lmesh, wall_patches), comm)
     return distance_to_triangles(lmesh.geometry.cell_centres, tris)
+
+
+@nb.njit(cache=True)
+def nearest_tagged(points, tris, tags, lo, hi, left, right, start, end, order, dist, tag):
+    """As :func:`nearest_distance`, and ``tag[i]``: the ``tags`` entry of the nearest
+    triangle, the smallest tag among equally near ones (boxes exactly as near are searched),
+    so the answer does not depend on the order the triangles came in; -1 if none."""
+    stack = np.empty(2 * len(lo) + 2, dtype=np.int64)
+    for i in range(points.shape[0]):
+        p = points[i]
+        best = np.inf
+        bt = -1
+        top = 0
+        stack[0] = 0
+        if len(lo) == 0 or end[0] == 0:
+            top = -1
+        while top >= 0:
+            node = stack[top]
+            top -= 1
+            if _box_dist2(p, lo[node], hi[node]) > best:
+                continue
+            if left[node] < 0:
+                for k in range(start[node], end[node]):
+                    t = order[k]
+                    d = triangle_dist2(p, tris[t])
+                    if d < best or (d == best and tags[t] < bt):
+                        best, bt = d, tags[t]
+                continue
+            a, b = left[node], right[node]
+            if _box_dist2(p, lo[a], hi[a]) < _box_dist2(p, lo[b], hi[b]):
+                a, b = b, a
+            stack[top + 1] = a
+            stack[top + 2] = b
+            top += 2
+        dist[i] = np.sqrt(best)
+        tag[i] = bt
+
+
+def nearest_wall_face(lmesh, comm, wall_patches) -> tuple[np.ndarray, np.ndarray]:
+    """Per local cell, the distance to the nearest wall face on any rank (as
+    :func:`wall_distance`) and that face's number in the global mesh (-1 if the mesh has no
+    wall), the same on any rank count.  Collective over ``comm``; call it at set-up."""
+    faces = wall_faces(lmesh, wall_patches)
+    gid = lmesh.global_faces[faces].astype(np.float64)
+    per_face = np.diff(lmesh.face_ptr)[faces] if len(faces) else np.zeros(0, dtype=np.int64)
+    tris = gather_triangles(wall_triangles(lmesh, wall_patches), comm)
+    tags = gather_values(np.repeat(gid, per_face), comm).astype(np.int64)
+    tree = build_hierarchy(np.ascontiguousarray(tris, dtype=np.float64), LEAF)
+    pts = np.ascontiguousarray(lmesh.geometry.cell_centres, dtype=np.float64)
+    dist, tag = np.empty(len(pts)), np.empty(len(pts), dtype=np.int64)
+    nearest_tagged(pts, tris, tags, *tree, dist, tag)
+    return dist, tag

@@ -41,3 +41,8 @@ INLET_PROFILES = ("uniform", "parabolic", "table")
 # gradient unless given one, empty patches take none.
 TEMPERATURE_KEYS = ("T", "T_gradient", "heat_flux")
 NEEDS_TEMPERATURE = ("wall", "inlet")
+
+# Random inflow fluctuations on an inlet (haloflow.physics.inflow): the time filter's weight
+# when none is given (OpenFOAM's turbulentInlet default) and the default seed.
+INFLOW_ALPHA = 0.1
+INFLOW_SEED = 0

@@ -17,6 +17,7 @@ from ..mesh.fv import face_coeffs
 from ..parallel.timers import NULL_TIMERS
 from .bcs import build_boundary, solved_components
 from .closures import Context, make_closure
+from .inflow import Inflow
 from .initial import initial_fields
 from .momentum import Momentum
 from .monitor import StepInfo, StepMonitor
@@ -53,6 +54,7 @@ class PisoSolver:
         self.n_corr = int(s.n_correctors)
         n, nf = lm.n_cells, lm.n_faces
         self.bc = build_boundary(lm, boundary, red)
+        self.inflow = Inflow.of(lm, boundary, self.bc.u_value)  # fluctuating inlets, if any
         self.comps = np.array(solved_components(lm, self.bc, red), dtype=np.int64)
         self.fc = face_coeffs(lm)
         self.gradient = Gradient(lm, self.fc, s.gradient, self.bc.u_kind == EMPTY, self.comps)
@@ -209,6 +211,8 @@ class PisoSolver:
             part.restore(values, extra)
 
     def step(self) -> StepInfo:
+        if self.inflow is not None:  # the inlet of the step about to be solved
+            self.inflow.advance(self.bc.u_value, round(self.time / self.dt) + 1)
         self.ts.begin_step(self.U)
         self._assemble_momentum()
         self._rau_sent = False

@@ -4,7 +4,8 @@ the eddy viscosity on cells and its faces, and their place in a step and a check
 ``nu_face = nu + nut_f``, with ``nut_f`` the linear interpolation of the cells' eddy
 viscosity on internal faces, the owner cell's on boundary faces where the velocity is
 extrapolated (outlets, symmetry planes), and zero where it is given (walls, inlets).  The
-filter width is the cube root of the cell volume (OpenFOAM's ``cubeRootVol``).  A subclass
+filter width is the cube root of the cell volume (OpenFOAM's ``cubeRootVol``), damped near
+walls with ``physics.van_driest`` (:mod:`.vandriest`).  A subclass
 gives ``eddy(flow)``: ``nut`` (and its SGS energy ``k``) on the owned cells from the
 velocity gradient ``gradU[d, e] = d u_d / d x_e`` of those cells.  Eddy viscosity is never
 negative: each model's formula is clipped at zero.
@@ -60,6 +61,11 @@ class EddyViscosity:
         self.k = np.zeros(n)  # the SGS kinetic energy (the model's estimate, or transported)
         self.nu_face = np.full(lm.n_faces, self.nu)
         self.delta = np.cbrt(lm.geometry.cell_volumes)
+        self.damping = None  # physics.van_driest: the width damped near walls
+        if getattr(physics, "van_driest", False):
+            from .vandriest import VanDriest
+
+            self.damping = VanDriest(lm, physics, ctx)
         self.gradU = np.zeros((3, 3, n))
         self.ub = np.zeros((3, lm.n_faces - lm.n_internal))
         self.gkind = ctx.bc.grad_kind
@@ -70,6 +76,7 @@ class EddyViscosity:
     def start(self, flow) -> None:
         """The eddy viscosity of the initial velocity (its ghosts current), exchanged once."""
         self._gradient(flow)
+        self._damp(flow)
         self.eddy(flow)
         self.ctx.exchanger.exchange(self.ghosts)
         self.refresh()
@@ -77,7 +84,14 @@ class EddyViscosity:
     def solve(self, flow) -> None:
         """After the corrections: ``nut`` of the new velocity on the owned cells."""
         self._gradient(flow)
+        self._damp(flow)
         self.eddy(flow)
+
+    def _damp(self, flow) -> None:
+        """The van Driest width of the current velocity and the last ``nut`` (if asked)."""
+        if self.damping is not None:
+            with self.ctx.timers("fluxes"):
+                self.damping.update(flow.U, self.nut, self.delta)
 
     def eddy(self, flow) -> None:
         raise NotImplementedError

@@ -59,6 +59,7 @@ class KEqn(EddyViscosity):
     def start(self, flow) -> None:
         """k from ``k_init`` or the local equilibrium of the initial velocity; its ``nut``."""
         self._gradient(flow)
+        self._damp(flow)
         n = self.lm.n_owned
         if self.k_init is None:
             smagorinsky_nut(self.gradU, self.delta, self.Ck, self.Ce, n, self.k, self.nut)
