@@ -88,7 +88,7 @@ class PisoSolver:
         common = (lm, self.fc, self.bc, self.comps, self.gradient)
         self.closure = make_closure(lm, physics, Context(
             *common, pattern, exchanger, red, ws, scratch, timers, solver=s, boundary=boundary,
-            steady=self.algorithm == "simple"))
+            steady=self.algorithm == "simple", nonorth=self.nonorth))
         self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
                                  red, ws, many, scratch, timers, convection=s.convection,
                                  nonorth=self.nonorth, settings=s.momentum,
@@ -276,7 +276,8 @@ class PisoSolver:
 
     def _update(self) -> None:
         if self.energy is None:
-            self.pressure.correct(self.U, self.HbyA, self.rAU, self.momentum.u_fields)
+            self.pressure.correct(self.U, self.HbyA, self.rAU,
+                                  self.momentum.u_fields + self.closure.take_pending())
             return
         self._update_from_pressure(1.0)
 
@@ -301,7 +302,7 @@ class PisoSolver:
             correct_velocity(self.U, self.HbyA, self.rAU, self.grad, self.comps,
                              lm.n_owned, pe.work)
         pe.grad_current = True  # of the relaxed pressure, as the next assembly needs
-        fields = self.momentum.u_fields
+        fields = self.momentum.u_fields + self.closure.take_pending()
         if self.energy is not None:  # a limited scheme's new gradient of T rides along
             fields = fields + self.energy.take_pending()
         with T("halo"):

@@ -11,7 +11,9 @@ The solver calls, per step:
   its eddy viscosity on the owned cells;
 - the cell arrays in ``closure.ghosts`` travel in the next step's first pressure correction
   (one more field of the exchange of ``H/A``, never a message of their own), after which
-  ``closure.refresh()`` rebuilds ``nu_face`` from cells whose ghosts are all current.
+  ``closure.refresh()`` rebuilds ``nu_face`` from cells whose ghosts are all current;
+- on non-orthogonal meshes a transported field's gradient, taken in ``refresh``, travels
+  with that correction's exchange of the velocity (``closure.take_pending()``).
 
 So the viscosity of a step's momentum equation comes from the velocity two steps back
 (OpenFOAM's pisoFoam: one), the price of adding no exchange; serial and parallel runs lag
@@ -57,6 +59,7 @@ class Context:
     solver: Any
     boundary: Any
     steady: bool = False
+    nonorth: bool = False  # the flow defers non-orthogonal diffusion: so do the closures
 
 
 def closure_name(physics) -> str:

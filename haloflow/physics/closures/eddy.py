@@ -115,6 +115,11 @@ class EddyViscosity:
             for d in ctx.comps:
                 ctx.gradient(flow.U[d], self.gkind, self.ub[d], self.gradU[d])
 
+    def take_pending(self) -> tuple:
+        """Ghost rows to carry with the next exchange of the velocity: none (an algebraic
+        closure transports nothing)."""
+        return ()
+
     def state(self) -> tuple[dict, dict]:
         """What a restart needs: ``nut``, the face viscosity and explicit stress the next
         step assembles with (built from the previous step's ``nut``), and the velocity

@@ -51,7 +51,7 @@ class KEqn(EddyViscosity):
                             ctx.workspace, ctx.scratch, ctx.timers, kind=kind, value=value,
                             convection="upwind" if s.convection == "upwind" else "hybrid",
                             time_scheme=s.time_scheme, steady=ctx.steady, settings=s.momentum,
-                            lower_bound=0.0)
+                            lower_bound=0.0, gradient=ctx.gradient, nonorth=ctx.nonorth)
         self.k = self.eq.x
         self.eq.gamma = self.nu_face  # DkEff = nu + nut, on faces as momentum sees it
         self.ghosts = (self.nut, self.k)
@@ -78,6 +78,13 @@ class KEqn(EddyViscosity):
         self.info = eq.solve(flow.phi, flow.dt)
         with T("fluxes"):
             keqn_nut(self.k, self.delta, self.Ck, n, self.nut)
+
+    def refresh(self) -> None:
+        super().refresh()
+        self.eq.refresh_gradient()  # k's ghosts are current too
+
+    def take_pending(self) -> tuple:
+        return self.eq.take_pending()
 
     def state(self) -> tuple[dict, dict]:
         arrays, extra = super().state()

@@ -23,3 +23,7 @@ class Laminar:
 
     def refresh(self) -> None:
         """Nothing to rebuild."""
+
+    def take_pending(self) -> tuple:
+        """No ghost rows to carry."""
+        return ()

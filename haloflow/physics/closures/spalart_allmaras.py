@@ -164,7 +164,8 @@ class SpalartAllmaras:
                             convection="upwind", time_scheme=s.time_scheme, steady=ctx.steady,
                             settings=s.momentum,
                             relaxation=float(s.relaxation.nu_tilde) if ctx.steady else 1.0,
-                            initial=inflow, lower_bound=0.0)
+                            initial=inflow, lower_bound=0.0, gradient=ctx.gradient,
+                            nonorth=ctx.nonorth)
         self.nt = self.eq.x
         self.nut = np.zeros(n)
         self.nut_b = np.zeros(nb_)  # nu_t on fixed boundary faces
@@ -214,6 +215,11 @@ class SpalartAllmaras:
                            self.eq.kind, self.nut_b, self.nu_face)
             transposed_stress(lm.owner, lm.neighbour, lm.geometry.face_areas, self.nu_face,
                               self.nu, self.gradU, lm.n_owned, self._gnut, self.stress)
+        self.eq.refresh_gradient()
+
+    def take_pending(self) -> tuple:
+        """nu-tilde's gradient (non-orthogonal meshes), for the velocity's next exchange."""
+        return self.eq.take_pending()
 
     def state(self) -> tuple[dict, dict]:
         """What a restart needs: nu-tilde and the face viscosity the next step assembles

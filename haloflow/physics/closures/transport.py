@@ -11,7 +11,7 @@ API (kept stable; closures build on it)::
     s = Transport(name, lmesh, fc, pattern, exchanger, red, workspace, scratch, timers,
                   kind=..., value=..., convection="hybrid", time_scheme="euler",
                   steady=False, settings=solver.momentum, relaxation=1.0, initial=0.0,
-                  lower_bound=0.0)
+                  lower_bound=0.0, gradient=None, nonorth=False)
     s.x          # (n_cells,) the field, ghosts included (owned rows solved)
     s.gamma      # (n_faces,) diffusivity per face: the caller fills it before solve()
     s.Sp, s.Su   # (n_cells,) source per unit volume, S = Su + Sp x; Sp > 0 is moved
@@ -19,6 +19,7 @@ API (kept stable; closures build on it)::
     s.solve(phi, dt) -> SolveInfo   # one implicit step; owned rows of x updated
     s.ghosts     # (x,): the fields whose ghosts the caller has carried (see below)
     s.state() / s.restore(values, extra)   # checkpoint entries "<name>" (+ "<name>_old")
+    s.refresh_gradient(); s.take_pending()  # non-orthogonal meshes (see below)
 
 Convection: ``"upwind"``; ``"linear"`` (deferred correction to linear interpolation, second
 order, unbounded); ``"hybrid"`` (Spalding's hybrid scheme: the linear correction on faces
@@ -40,7 +41,14 @@ correction reads them) and leaves the ghost rows stale.  No exchange is added fo
 caller hands ``s.ghosts`` to an exchange the flow already makes between two solves (the
 closures put them into the first pressure correction's exchange of ``H/A``, as the energy
 equation does with ``T``).  The solver's own iterations exchange their vectors as any solve
-does.  Non-orthogonal diffusion corrections are left out (exact on orthogonal meshes).
+does.
+
+Non-orthogonal meshes (``nonorth``: the flow defers the same correction for momentum): the
+diffusion's non-orthogonal part ``gamma_f k . grad(x)_f`` is deferred as well, with the
+gradient of ``x`` taken when its ghosts have arrived (``refresh_gradient``, after the first
+correction's exchange); that gradient's ghost rows ride on the next exchange of the velocity
+(``take_pending``), so the solve at the end of the step has them all, and no message is
+added.  The gradient sees the given value on fixed boundary faces and the cell's elsewhere.
 """
 
 from __future__ import annotations
@@ -109,6 +117,29 @@ def scalar_system(owner, neighbour, weight, phi, gdiff, gamma, vol, ddt, kind, v
 
 
 @nb.njit(cache=True)
+def nonorth_scalar_source(owner, neighbour, weight, corr, grad, gamma, b):
+    """Deferred non-orthogonal diffusion ``gamma_f k . grad(x)_f`` into the owner and out of
+    the neighbour (``grad[e, cell]``, ghost rows current)."""
+    for f in range(len(neighbour)):
+        o = owner[f]
+        n = neighbour[f]
+        w = weight[f]
+        s = 0.0
+        for e in range(3):
+            s += corr[f, e] * (w * grad[e, o] + (1.0 - w) * grad[e, n])
+        b[o] += gamma[f] * s
+        b[n] -= gamma[f] * s
+
+
+@nb.njit(cache=True)
+def gradient_boundary_values(kind, value, owner, x, n_internal, xb):
+    """``xb[b]``: ``x`` on boundary face ``b`` as its gradient sees it: the given value on
+    fixed faces, the cell's elsewhere."""
+    for b in range(len(kind)):
+        xb[b] = value[b] if kind[b] == FIXED else x[owner[n_internal + b]]
+
+
+@nb.njit(cache=True)
 def relax_scalar(diag, x, alpha, n, b):
     """Implicit under-relaxation ``diag /= alpha``, ``b += (1 - alpha)/alpha diag x``."""
     f = (1.0 - alpha) / alpha
@@ -130,7 +161,7 @@ class Transport:
 
     def __init__(self, name, lmesh, fc, pattern, exchanger, red, workspace, scratch, timers, *,
                  kind, value, convection="hybrid", time_scheme="euler", steady=False, settings,
-                 relaxation=1.0, initial=0.0, lower_bound=0.0):
+                 relaxation=1.0, initial=0.0, lower_bound=0.0, gradient=None, nonorth=False):
         if convection not in CONVECTION:
             raise ValueError(f"unknown convection scheme {convection!r} for {name} "
                              f"(expected one of {tuple(CONVECTION)})")
@@ -159,6 +190,31 @@ class Transport:
             scratch.diag, scratch.lower, scratch.upper, scratch.rhs)
         self.vol = lm.geometry.cell_volumes
         self.ghosts = (self.x,)
+        self._pending = ()
+        self.grad = None  # nonorth: grad(x), ghost rows carried by the velocity's exchange
+        if nonorth:
+            self.gradient = gradient
+            self.grad = np.zeros((3, n))
+            self.gkind = np.where(self.kind == EMPTY, EMPTY, FIXED)  # face values: xb
+            self.xb = np.zeros(len(self.kind))
+            self.grad_fields = tuple(self.grad)
+
+    def refresh_gradient(self) -> None:
+        """Non-orthogonal meshes: ``grad(x)`` on the owned cells once the ghosts of ``x`` are
+        current; its ghost rows are pending for the next exchange of the velocity."""
+        if self.grad is None:
+            return
+        lm = self.lm
+        with self.timers("fluxes"):
+            gradient_boundary_values(self.kind, self.value, lm.owner, self.x, lm.n_internal,
+                                     self.xb)
+            self.gradient(self.x, self.gkind, self.xb, self.grad)
+        self._pending = self.grad_fields
+
+    def take_pending(self) -> tuple:
+        """The ghost rows to carry with the next exchange of the velocity (once)."""
+        out, self._pending = self._pending, ()
+        return out
 
     def state(self) -> tuple[dict, dict]:
         """What a restart needs: ``x`` and, under BDF2, ``x^(n-1)`` and whether there is one."""
@@ -185,6 +241,9 @@ class Transport:
                           self.vol, ddt, self.kind, self.value, self.x, self.x_time,
                           self.scheme, self.Sp, self.Su, lm.n_owned, self.diag, self.lower,
                           self.upper, self.rhs)
+            if self.grad is not None:
+                nonorth_scalar_source(lm.owner, lm.neighbour, fc.weight, fc.corr, self.grad,
+                                      self.gamma, self.rhs)
             if self.relaxation != 1.0:
                 relax_scalar(self.diag, self.x, self.relaxation, lm.n_owned, self.rhs)
             self.M.fill(self.diag, self.lower, self.upper)
