@@ -161,16 +161,24 @@ def solver_on(case, lmesh, comm, red, timers) -> tuple:
 
 def emulate(case, comm, lmesh, log) -> None:
     """Collective: the case's emulated network between its nodes (without ``ranks_per_node``
-    every rank is a node of its own: on one machine all would share one)."""
+    every rank is a node of its own: on one machine all would share one) and its slow
+    cores (``emulate_speed``)."""
     import numpy as np
 
     from ..parallel import emulation
 
-    nodes = lmesh.nodes if case.parallel.ranks_per_node else np.arange(comm.size)
-    em = emulation.install(comm, case.parallel.emulate_network, nodes)
-    log(f"emulating {em.net.name} between {em.node_count} node(s): local one-way "
-        f"{em.local.latency * 1e6:.2f} us, network {em.net.latency * 1e6:.2f} us, "
-        f"{em.net.bandwidth / 1e6:.0f} MB/s")
+    p = case.parallel
+    nodes = lmesh.nodes if p.ranks_per_node else np.arange(comm.size)
+    speed = float(p.emulate_speed.get(str(comm.rank), 1.0))
+    em = emulation.install(comm, p.emulate_network or None, nodes, speed)
+    if em.net is not None:
+        log(f"emulating {em.net.name} between {em.node_count} node(s): local one-way "
+            f"{em.local.latency * 1e6:.2f} us, network {em.net.latency * 1e6:.2f} us, "
+            f"{em.net.bandwidth / 1e6:.0f} MB/s")
+    if p.emulate_speed:
+        slow = ", ".join(f"rank {r} at {s:g}" for r, s in sorted(p.emulate_speed.items()))
+        log(f"emulating slower cores: {slow} (each waits its compute's extra time at every "
+            f"communication point)")
 
 
 def setup(case, comm, threads: int, log) -> Run:
@@ -183,7 +191,7 @@ def setup(case, comm, threads: int, log) -> Run:
     rss_base = rss_bytes()
     with timers("setup"):
         lmesh = local_mesh(case, comm, log)
-        if case.parallel.emulate_network:
+        if case.parallel.emulate_network or (case.parallel.emulate_speed and comm.size > 1):
             emulate(case, comm, lmesh, log)
         red = Reducer(comm)
         ex, solver, posts = solver_on(case, lmesh, comm, red, timers)
