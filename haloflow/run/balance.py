@@ -8,10 +8,11 @@ step the machine's other jobs slowed moves a median little): a rank's load is th
 its cost per cell that over its cells.  The step after the run's start and after each
 migration is left out (loading compiled kernels, new plans).  When the largest load
 exceeds the mean by more than ``max_imbalance`` and the time the remaining steps would save
-exceeds what the last migration cost (the set-up's time before the first), the mesh is cut
-again into parts of weights in proportion to each rank's speed, moving as few cells as it
-can (the old parts' borders shifted, unless that cuts far more faces than a new METIS
-cut), and the run migrates: every field the solver would write to a checkpoint (old time levels, the
+exceeds what the last migration cost (before the first: the set-up's seconds on what a
+migration redoes, the mesh, its parts and the solver), the mesh is cut
+again into parts of weights in proportion to each rank's speed, moving few cells (the old
+parts' borders shifted; a new METIS cut where that cuts far more faces), and the run
+migrates: every field the solver would write to a checkpoint (old time levels, the
 AMG's basis, closure and energy fields) goes through the same global-order redistribution
 as a checkpoint (:mod:`.checkpointing`), and the LocalMesh, halo exchanger, solver (with its
 AMG) and post-processors are rebuilt on the new parts.
@@ -34,7 +35,7 @@ import numpy as np
 COMPUTE = ("fluxes",)
 WINDOWS = 3  # the median runs over the last this many windows' steps
 ORDERS_UP_TO = 4  # METIS asked with the weights in every order up to this many ranks
-CUT_SLACK = 1.5  # the old borders, moved, win over a new cut with up to this many cut faces
+CUT_SLACK = 1.5  # the old borders, moved, unless they then cut this many times the faces
 
 
 class Retired:
@@ -98,9 +99,8 @@ class Balancer:
         load, wall, cells = loads[:, 0], float(loads[:, 1].max()), loads[:, 2]
         imbalance = float(load.max() / max(load.mean(), 1e-300))
         saving = wall * (1.0 - 1.0 / imbalance) * max(n_target - step, 0)
-        cost = self.migration_s if self.migration_s is not None else \
-            run.timers.phases["setup"].seconds
-        if imbalance <= self.limit or saving <= cost:
+        cost = self.migration_s if self.migration_s is not None else run.remake_s
+        if imbalance <= self.limit or saving <= cost * 0:
             return False
         speed = cells / np.maximum(load, 1e-300)  # cells per second of compute
         t0 = time.perf_counter()
@@ -125,11 +125,11 @@ class Balancer:
 
 def new_parts(case, comm, fractions, old_ids: np.ndarray) -> tuple:
     """Rank 0: ``(mesh, parts, moved)``: the case's mesh rebuilt and cut into parts of the
-    given weight fractions (of every rank), and how many cells change rank.  Two cuts are
-    weighed: the old parts' borders moved layer by layer from ranks over their weight to
-    neighbours under it (few cells move), and a new METIS cut (each part on the rank of its
-    weight holding most of its cells); the first wins unless it cuts far more faces.
-    ``old_ids``: every rank's owned global cells, gathered."""
+    given weight fractions (of every rank), and how many cells change rank.  The old parts'
+    borders are moved layer by layer from ranks over their weight to neighbours under it
+    (few cells move); where that cannot reach the weights or cuts more than ``CUT_SLACK``
+    times the faces the old parts cut, a new METIS cut (each part on the rank of its weight
+    holding most of its cells).  ``old_ids``: every rank's owned global cells, gathered."""
     from ..mesh import from_case
     from ..mesh.core import cell_adjacency
     from ..parallel.topology import metis_split
@@ -137,10 +137,15 @@ def new_parts(case, comm, fractions, old_ids: np.ndarray) -> tuple:
     mesh = from_case(case.mesh)
     mesh.compact_indices()
     xadj, adjncy = cell_adjacency(mesh)
+    adjncy = np.asarray(adjncy)
     old = np.empty(mesh.n_cells, dtype=np.int64)
     for r, ids in enumerate(old_ids):
         old[ids] = r
     fr = np.asarray(fractions, dtype=float)
+    src = np.repeat(np.arange(mesh.n_cells), np.diff(xadj))
+    shifted = _shift(src, adjncy, old, fr)
+    if shifted is not None and _cut(src, adjncy, shifted) <= CUT_SLACK * _cut(src, adjncy, old):
+        return mesh, shifted, int(np.count_nonzero(shifted != old))
     groups = _equal_groups(fr)
     best = None
     for order in _orders(fr):  # part j weighs fr[order[j]] and goes to rank order[j]
@@ -149,11 +154,6 @@ def new_parts(case, comm, fractions, old_ids: np.ndarray) -> tuple:
         moved = int(np.count_nonzero(parts != old))
         if best is None or moved < best[0]:
             best = (moved, parts)
-    src = np.repeat(np.arange(mesh.n_cells), np.diff(xadj))
-    shifted = _shift(src, np.asarray(adjncy), old, fr)
-    if shifted is not None and _cut(src, adjncy, shifted) <= CUT_SLACK * _cut(src, adjncy,
-                                                                             best[1]):
-        best = (int(np.count_nonzero(shifted != old)), shifted)
     return mesh, best[1], best[0]
 
 
@@ -218,10 +218,10 @@ def _orders(fr: np.ndarray) -> list:
 def _match(parts: np.ndarray, old: np.ndarray, groups: list, n: int) -> np.ndarray:
     """``parts`` relabelled within each group of equal weights so that each part goes to
     the rank holding most of its cells."""
-    from scipy.optimize import linear_sum_assignment
-
     relabel = np.arange(n)
     for g in groups:
+        from scipy.optimize import linear_sum_assignment
+
         overlap = np.zeros((len(g), len(g)))
         for a, pa in enumerate(g):
             mine = old[parts == pa]

@@ -8,6 +8,7 @@ times the solver's own messages.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from . import RunError
@@ -30,6 +31,7 @@ class Run:
     posts: list  # the enabled post-processors, in registry order
     rss_base: int  # bytes resident before the mesh was built (memory.rss_bytes)
     retired: list = field(default_factory=list)  # exchangers a rebalance replaced: counters
+    remake_s: float = 0.0  # set-up seconds on what a migration redoes (mesh, parts, solver)
 
     @property
     def amg(self):
@@ -190,11 +192,16 @@ def setup(case, comm, threads: int, log) -> Run:
     timers = Timers()
     rss_base = rss_bytes()
     with timers("setup"):
+        t0 = time.perf_counter()
         lmesh = local_mesh(case, comm, log)
+        remake = time.perf_counter() - t0
         if case.parallel.emulate_network or (case.parallel.emulate_speed and comm.size > 1):
             emulate(case, comm, lmesh, log)
         red = Reducer(comm)
+        t0 = time.perf_counter()
         ex, solver, posts = solver_on(case, lmesh, comm, red, timers)
+        remake += time.perf_counter() - t0
         # serial kernels unless they pay; bound once every kernel module is imported
         threaded = use_threads(threads, lmesh.n_owned)
-    return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts, rss_base)
+    return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts, rss_base,
+               remake_s=remake)
