@@ -2,11 +2,12 @@
 
 A rank on a slow or shared node makes every other rank wait at each exchange.  Cell counts
 cannot see that; time can.  After every step each rank notes the seconds its pure compute
-phase took ("fluxes": its face loops, no message and no wait inside), and every
-``balance_every`` steps the ranks compare the medians of their last windows' steps (a
-step the machine's other jobs slowed moves a median little): a rank's load is that median,
-its cost per cell that over its cells.  The step after the run's start and after each
-migration is left out (loading compiled kernels, new plans).  When the largest load
+phase took ("fluxes": its face loops, no message and no wait inside) per owned cell, and
+every ``balance_every`` steps the ranks compare the medians of their last three windows'
+steps (a step the machine's other jobs slowed moves a median little; the windows span
+migrations, as a rank's speed does not depend on its part): a rank's load is that cost per
+cell times its cells.  The step after the run's start and after each migration is left out
+(loading compiled kernels, new plans).  When the largest load
 exceeds the mean by more than ``max_imbalance`` and the time the remaining steps would save
 exceeds what the last migration cost (before the first: the set-up's seconds on what a
 migration redoes, the mesh, its parts and the solver), the mesh is cut
@@ -61,12 +62,13 @@ class Balancer:
         self.every, self.limit = int(p.balance_every), float(p.max_imbalance)
         self.events = []  # one dict per rebalance
         self.migration_s = None  # the last migration's seconds
+        self.cost = []  # seconds of compute per owned cell, per step measured
         self._restart(start)
 
     def _restart(self, step: int) -> None:
-        """Measure afresh from the step after ``step``'s next (that one is left out)."""
+        """Leave out the step after ``step``; the next decision after ``every`` more."""
         self.warm = step + 1
-        self.compute, self.wall = [], []  # per step of the current windows
+        self.wall = []  # seconds per step on the current parts
         self.seen = 0
         self._prev = None
 
@@ -80,29 +82,32 @@ class Balancer:
             return False
         now = self._now()
         if self._prev is not None:
-            self.compute.append(now[0] - self._prev[0])
+            # a rank's speed does not change with its part: its cost per cell is kept
+            # across migrations, so noise after one does not undo it
+            self.cost.append((now[0] - self._prev[0]) / max(self.run.lmesh.n_owned, 1))
             self.wall.append(now[1] - self._prev[1])
             self.seen += 1
         self._prev = now
         if self.seen == 0 or self.seen % self.every:
             return False
         keep = WINDOWS * self.every
-        self.compute, self.wall = self.compute[-keep:], self.wall[-keep:]
+        self.cost, self.wall = self.cost[-keep:], self.wall[-keep:]
         return self._decide(step, n_target)
 
     def _decide(self, step: int, n_target: int) -> bool:
         from ..parallel.transfer import allgather
 
         run, comm = self.run, self.run.comm
-        loads = np.array(allgather(comm, (statistics.median(self.compute),
-                                          statistics.median(self.wall), run.lmesh.n_owned)))
-        load, wall, cells = loads[:, 0], float(loads[:, 1].max()), loads[:, 2]
+        got = np.array(allgather(comm, (statistics.median(self.cost),
+                                        statistics.median(self.wall), run.lmesh.n_owned)))
+        per_cell, wall, cells = got[:, 0], float(got[:, 1].max()), got[:, 2]
+        load = per_cell * cells
         imbalance = float(load.max() / max(load.mean(), 1e-300))
         saving = wall * (1.0 - 1.0 / imbalance) * max(n_target - step, 0)
         cost = self.migration_s if self.migration_s is not None else run.remake_s
-        if imbalance <= self.limit or saving <= cost * 0:
+        if imbalance <= self.limit or saving <= cost:
             return False
-        speed = cells / np.maximum(load, 1e-300)  # cells per second of compute
+        speed = 1.0 / np.maximum(per_cell, 1e-300)  # cells per second of compute
         t0 = time.perf_counter()
         moved = migrate(run, speed / speed.sum(), self.log)
         self.migration_s = max(allgather(comm, time.perf_counter() - t0))

@@ -54,3 +54,73 @@ def test_migrated_run_equals_the_unmigrated_one(nranks):
         for run in runs:
             for e in run.exchangers():
                 e.close()
+
+
+def _slow_case(extra=()):
+    return load_case("cavity", ["mesh.cells=[96,96,1]", "output.plots=false",
+                                "postprocess.cavity=false", "solver.pressure.tol=1e-12",
+                                "solver.momentum.tol=1e-12", "parallel.emulate_speed={1=0.5}",
+                                *extra])
+
+
+@pytest.mark.parallel(ranks=[2], timeout=300)
+def test_an_emulated_half_speed_core_computes_at_half_speed(nranks):
+    """Equal parts, rank 1 at speed 0.5: its compute phase takes about twice rank 0's, the
+    time it waited is its own compute again, and rank 0 is never slowed."""
+    from haloflow.parallel import emulation
+    from haloflow.study.emulate import SLOWED
+
+    comm = MPI.COMM_WORLD
+    run = setup(_slow_case(), comm, 1, lambda *a: None)
+    try:
+        run.solver.step()  # loading compiled kernels: left out
+        ph = run.timers.phases
+        per_step = []
+        for _ in range(5):
+            t0, slowed0 = ph["fluxes"].seconds, emulation.ACTIVE.state[SLOWED]
+            run.solver.step()
+            per_step.append((ph["fluxes"].seconds - t0, emulation.ACTIVE.state[SLOWED] - slowed0))
+        fluxes = np.median([f for f, _ in per_step])
+        slowed = sum(s for _, s in per_step)
+        both = comm.allgather((fluxes, slowed, run.lmesh.n_owned))
+        assert both[0][2] == both[1][2]  # equal parts
+        ratio = both[1][0] / both[0][0]
+        assert 1.6 < ratio < 2.6, ratio  # 1.0 without the emulation
+        assert both[0][1] == 0.0 and both[1][1] > 0.0
+    finally:
+        for e in run.exchangers():
+            e.close()
+        emulation.uninstall()
+
+
+def _run_to_end(case, comm, free_first_migration: bool):
+    from haloflow.parallel import emulation
+    from haloflow.run.loop import run_loop
+
+    run = setup(case, comm, 1, lambda *a: None)
+    if free_first_migration:  # a mesh this small never pays back a real set-up's cost
+        run.remake_s = 0.0
+    loop = run_loop(run, lambda *a: None, True)
+    U = _gather_U(run)
+    cells = comm.allgather(run.lmesh.n_owned)
+    for e in run.exchangers():
+        e.close()
+    emulation.uninstall()
+    return loop, U, cells
+
+
+@pytest.mark.parallel(ranks=[2], timeout=400)
+def test_time_balancing_against_a_half_speed_rank_splits_two_to_one(nranks):
+    """Rank 1 at half speed: ``balance = "time"`` moves a third of the cells to rank 0
+    (parts near 2:1) in at most two rebalances, and the answer is the unbalanced run's."""
+    comm = MPI.COMM_WORLD
+    steps = ["solver.max_steps=14", "parallel.balance_every=3"]
+    off, U_off, cells_off = _run_to_end(_slow_case(steps), comm, False)
+    on, U_on, cells_on = _run_to_end(_slow_case(steps + ["parallel.balance=time"]), comm, True)
+    assert off.balance is None and cells_off[0] == cells_off[1]
+    assert 1 <= on.balance["rebalances"] <= 2, on.balance
+    share = cells_on[1] / sum(cells_on)
+    assert 0.26 < share < 0.40, cells_on  # ideal 1/3; equal parts: 1/2
+    assert on.balance["events"][0]["cells_moved"] < 0.25 * sum(cells_on)  # borders shifted
+    assert np.abs(U_off).max() > 0.05
+    assert np.abs(U_off - U_on).max() < 1e-8, np.abs(U_off - U_on).max()
