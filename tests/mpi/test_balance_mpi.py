@@ -57,36 +57,46 @@ def test_migrated_run_equals_the_unmigrated_one(nranks):
 
 
 def _slow_case(extra=()):
-    return load_case("cavity", ["mesh.cells=[96,96,1]", "output.plots=false",
+    return load_case("cavity", ["mesh.cells=[96,96,1]", *extra, "output.plots=false",
                                 "postprocess.cavity=false", "solver.pressure.tol=1e-12",
-                                "solver.momentum.tol=1e-12", "parallel.emulate_speed={1=0.5}",
-                                *extra])
+                                "solver.momentum.tol=1e-12", "parallel.emulate_speed={1=0.5}"])
 
 
 @pytest.mark.parallel(ranks=[2], timeout=300)
 def test_an_emulated_half_speed_core_computes_at_half_speed(nranks):
-    """Equal parts, rank 1 at speed 0.5: its compute phase takes about twice rank 0's, the
-    time it waited is its own compute again, and rank 0 is never slowed."""
+    """Rank 1 at speed 0.5, its slowing switched off and on in alternate steps (the same
+    rank and part, so the machine's drift and the parts' differences cancel): its compute
+    phase takes about twice as long when on, the whole step too (rank 0 waits for it), and
+    rank 0 is never slowed."""
     from haloflow.parallel import emulation
-    from haloflow.study.emulate import SLOWED
+    from haloflow.study.emulate import SLOW, SLOWED
 
     comm = MPI.COMM_WORLD
-    run = setup(_slow_case(), comm, 1, lambda *a: None)
+    run = setup(_slow_case(["mesh.cells=[128,128,1]"]), comm, 1, lambda *a: None)
+    em = emulation.ACTIVE
     try:
+        assert em.state[SLOW] == (1.0 if comm.rank == 1 else 0.0)
         run.solver.step()  # loading compiled kernels: left out
         ph = run.timers.phases
-        per_step = []
-        for _ in range(5):
-            t0, slowed0 = ph["fluxes"].seconds, emulation.ACTIVE.state[SLOWED]
+        seen = {True: [], False: []}
+        for k in range(16):
+            slow = k % 2 == 0
+            if comm.rank == 1:
+                em.state[SLOW] = 1.0 if slow else 0.0
+            em.resume()
+            comm.Barrier()
+            t0, w0 = ph["fluxes"].seconds, MPI.Wtime()
             run.solver.step()
-            per_step.append((ph["fluxes"].seconds - t0, emulation.ACTIVE.state[SLOWED] - slowed0))
-        fluxes = np.median([f for f, _ in per_step])
-        slowed = sum(s for _, s in per_step)
-        both = comm.allgather((fluxes, slowed, run.lmesh.n_owned))
-        assert both[0][2] == both[1][2]  # equal parts
-        ratio = both[1][0] / both[0][0]
-        assert 1.6 < ratio < 2.6, ratio  # 1.0 without the emulation
-        assert both[0][1] == 0.0 and both[1][1] > 0.0
+            seen[slow].append((ph["fluxes"].seconds - t0, MPI.Wtime() - w0))
+        fluxes = np.median([f for f, _ in seen[True]]) / np.median([f for f, _ in seen[False]])
+        step = np.median([w for _, w in seen[True]]) / np.median([w for _, w in seen[False]])
+        got = comm.allgather((fluxes, step, em.state[SLOWED]))
+        # bounds wide enough for a machine shared with other jobs (measured there: 1.5-3.1
+        # and 1.3-1.9); without the emulation both ratios are 1.0 +- 0.15
+        assert 1.4 < got[1][0] < 3.5, got  # rank 1's compute
+        assert 0.6 < got[0][0] < 1.5, got  # rank 0's own compute is not slowed
+        assert got[0][1] > 1.25 and got[1][1] > 1.25, got  # the step waits for rank 1
+        assert got[0][2] == 0.0 and got[1][2] > 0.0
     finally:
         for e in run.exchangers():
             e.close()
