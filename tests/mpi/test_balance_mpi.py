@@ -124,13 +124,13 @@ def test_time_balancing_against_a_half_speed_rank_splits_two_to_one(nranks):
     """Rank 1 at half speed: ``balance = "time"`` moves a third of the cells to rank 0
     (parts near 2:1) in at most two rebalances, and the answer is the unbalanced run's."""
     comm = MPI.COMM_WORLD
-    steps = ["solver.max_steps=14", "parallel.balance_every=3"]
+    steps = ["solver.max_steps=16", "parallel.balance_every=4"]
     off, U_off, cells_off = _run_to_end(_slow_case(steps), comm, False)
     on, U_on, cells_on = _run_to_end(_slow_case(steps + ["parallel.balance=time"]), comm, True)
     assert off.balance is None and cells_off[0] == cells_off[1]
     assert 1 <= on.balance["rebalances"] <= 2, on.balance
     share = cells_on[1] / sum(cells_on)
-    assert 0.26 < share < 0.40, cells_on  # ideal 1/3; equal parts: 1/2
+    assert 0.25 < share < 0.42, cells_on  # ideal 1/3 (equal parts: 1/2); a shared machine
     assert on.balance["events"][0]["cells_moved"] < 0.25 * sum(cells_on)  # borders shifted
     assert np.abs(U_off).max() > 0.05
     assert np.abs(U_off - U_on).max() < 1e-8, np.abs(U_off - U_on).max()
