@@ -125,7 +125,7 @@ class Balancer:
     def summary(self) -> dict:
         return {"balance": self.run.case.parallel.balance, "rebalances": len(self.events),
                 "migration_s": sum(e["migration_s"] for e in self.events),
-                "events": self.events}
+                "first_cost_s": self.run.remake_s, "events": self.events}
 
 
 def new_parts(case, comm, fractions, old_ids: np.ndarray) -> tuple:
