@@ -63,6 +63,7 @@ class Balancer:
         self.events = []  # one dict per rebalance
         self.migration_s = None  # the last migration's seconds
         self.cost = []  # seconds of compute per owned cell, per step measured
+        self.first_cost = None  # what the first migration is priced at (every rank's max)
         self._restart(start)
 
     def _restart(self, step: int) -> None:
@@ -99,12 +100,15 @@ class Balancer:
 
         run, comm = self.run, self.run.comm
         got = np.array(allgather(comm, (statistics.median(self.cost),
-                                        statistics.median(self.wall), run.lmesh.n_owned)))
+                                        statistics.median(self.wall), run.lmesh.n_owned,
+                                        run.remake_s)))
         per_cell, wall, cells = got[:, 0], float(got[:, 1].max()), got[:, 2]
         load = per_cell * cells
         imbalance = float(load.max() / max(load.mean(), 1e-300))
         saving = wall * (1.0 - 1.0 / imbalance) * max(n_target - step, 0)
-        cost = self.migration_s if self.migration_s is not None else run.remake_s
+        # every rank decides on the same numbers (the slowest rank's set-up)
+        self.first_cost = float(got[:, 3].max())
+        cost = self.migration_s if self.migration_s is not None else self.first_cost
         if imbalance <= self.limit or saving <= cost:
             return False
         speed = 1.0 / np.maximum(per_cell, 1e-300)  # cells per second of compute
@@ -125,7 +129,7 @@ class Balancer:
     def summary(self) -> dict:
         return {"balance": self.run.case.parallel.balance, "rebalances": len(self.events),
                 "migration_s": sum(e["migration_s"] for e in self.events),
-                "first_cost_s": self.run.remake_s, "events": self.events}
+                "first_cost_s": self.first_cost, "events": self.events}
 
 
 def new_parts(case, comm, fractions, old_ids: np.ndarray) -> tuple:
