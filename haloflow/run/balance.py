@@ -10,7 +10,8 @@ cell times its cells.  The step after the run's start and after each migration i
 (loading compiled kernels, new plans).  When the largest load
 exceeds the mean by more than ``max_imbalance`` and the time the remaining steps would save
 exceeds what the last migration cost (before the first: the set-up's seconds on what a
-migration redoes, the mesh, its parts and the solver), the mesh is cut
+migration redoes, the mesh, its parts and the solver; after one, two checks in a row must
+say so), the mesh is cut
 again into parts of weights in proportion to each rank's speed, moving few cells (the old
 parts' borders shifted; a new METIS cut where that cuts far more faces), and the run
 migrates: every field the solver would write to a checkpoint (old time levels, the
@@ -64,6 +65,8 @@ class Balancer:
         self.migration_s = None  # the last migration's seconds
         self.cost = []  # seconds of compute per owned cell, per step measured
         self.first_cost = None  # what the first migration is priced at (every rank's max)
+        self.checks = []  # every decision's numbers, taken or not
+        self.over = False  # whether the last check found the run worth rebalancing
         self._restart(start)
 
     def _restart(self, step: int) -> None:
@@ -109,7 +112,13 @@ class Balancer:
         # every rank decides on the same numbers (the slowest rank's set-up)
         self.first_cost = float(got[:, 3].max())
         cost = self.migration_s if self.migration_s is not None else self.first_cost
-        if imbalance <= self.limit or saving <= cost:
+        self.checks.append({"step": step, "imbalance": imbalance, "saving_s": saving,
+                            "cost_s": cost})
+        over = imbalance > self.limit and saving > cost
+        # after a migration, one noisy window must not undo it: two checks in a row
+        confirmed = over and (not self.events or self.over)
+        self.over = over
+        if not confirmed:
             return False
         speed = 1.0 / np.maximum(per_cell, 1e-300)  # cells per second of compute
         t0 = time.perf_counter()
@@ -120,6 +129,7 @@ class Balancer:
                  "migration_s": self.migration_s, "s_per_step_before": wall,
                  "predicted_saving_s": saving}
         self.events.append(event)
+        self.over = False
         self.log(f"rebalanced after step {step}: compute imbalance {imbalance:.2f}, cells "
                  f"{event['cells_before']} -> {event['cells_after']} ({moved} moved), "
                  f"migration {self.migration_s:.3f} s (predicted saving {saving:.2f} s)")
@@ -129,7 +139,7 @@ class Balancer:
     def summary(self) -> dict:
         return {"balance": self.run.case.parallel.balance, "rebalances": len(self.events),
                 "migration_s": sum(e["migration_s"] for e in self.events),
-                "first_cost_s": self.first_cost, "events": self.events}
+                "first_cost_s": self.first_cost, "checks": self.checks, "events": self.events}
 
 
 def new_parts(case, comm, fractions, old_ids: np.ndarray) -> tuple:
