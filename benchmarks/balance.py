@@ -48,6 +48,7 @@ def one_run(balance: str, a, work: Path) -> dict:
             "migration_s": [e["migration_s"] for e in bal["events"]],
             "migration_steps": [e["migration_s"] / step_s for e in bal["events"]],
             "cells_moved": [e.get("cells_moved") for e in bal["events"]],
+            "first_cost_s": bal.get("first_cost_s"), "checks": bal.get("checks", []),
             "cells_after": bal["events"][-1]["cells_after"] if bal["events"] else None,
             "busy_before": load}
 
