@@ -359,7 +359,7 @@ def _schema() -> dict[str, Any]:
             "placement": _Key(_choice("block", "nodes", "permute"), "block"),
             "ranks_per_node": _Key(_integer(0, 1 << 20), 0),  # 0: MPI_COMM_TYPE_SHARED
             "balance": _Key(_choice("off", "time"), "off"),  # dynamic load balancing
-            "balance_every": _Key(_integer(1, 10**9), 10),  # steps between measurements
+            "balance_every": _Key(_integer(1, 10**9), 5),  # steps between measurements
             "max_imbalance": _Key(_number(1, strict=True, big=1e6), 1.10),  # max/mean load
             "emulate_speed": _Key(_speeds(), {}),  # {rank = relative speed}: a slower core
             # messages between nodes made as slow as this network (a preset or a .out file)

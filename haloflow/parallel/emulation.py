@@ -1,11 +1,12 @@
-"""The emulated network of a run (``haloflow run --emulate-network``), where the halo and
-reduction layer reaches it.
+"""The emulated network (``haloflow run --emulate-network``) and slow cores (``[parallel]
+emulate_speed``) of a run, where the halo and reduction layer reaches them.
 
 Why here: every message of a run passes through this package (halo exchangers, reductions,
 the AMG's transfers, and the request groups and collectives compiled solvers call), so the
-delays of ``study.emulate`` are added here and nowhere else.  ``ACTIVE`` is None unless a
-run installed an emulation: then every hook is one attribute test, and compiled code calls
-MPI directly as before (no cost when emulation is off).
+delays of ``study.emulate`` are added here and nowhere else; a slow core's waits fall at the
+same points (and at the timed phases' starts and ends, :mod:`.timers`).  ``ACTIVE`` is None
+unless a run installed an emulation: then every hook is one attribute test, and compiled
+code calls MPI directly as before (no cost when emulation is off).
 """
 
 from __future__ import annotations
@@ -75,16 +76,18 @@ def _pingpong(comm, peer: int) -> list:
     return out
 
 
-def install(comm, spec: str, nodes) -> object:
-    """Collective: emulate network ``spec`` (a preset or a NetPIPE ``.out`` file) between
-    the nodes of ``nodes`` (node of every rank) from now on; returns the emulation."""
+def install(comm, spec: str | None, nodes, speed: float = 1.0) -> object:
+    """Collective: emulate network ``spec`` (a preset or a NetPIPE ``.out`` file; None: no
+    network delays) between the nodes of ``nodes`` (node of every rank), and this rank's
+    core at ``speed``, from now on; returns the emulation."""
     global ACTIVE
     from ..study.emulate import Emulation
     from ..study.model import network
     from . import mpicall
 
-    net = network(spec)
-    em = Emulation(net, local_curve(comm) if comm.size > 1 else net, nodes, comm.rank)
+    net = network(spec) if spec else None
+    local = None if net is None else local_curve(comm) if comm.size > 1 else net
+    em = Emulation(net, local, nodes, comm.rank, speed)
     real = mpicall.library_addresses()
     if real is not None and comm.size > 1:
         from ..study.emulate_c import wrappers
@@ -101,6 +104,18 @@ def uninstall() -> None:
 
     mpicall.wrap(None)
     ACTIVE = None
+
+
+def settle() -> None:
+    """Before a set-up collective (or a timed phase's start or end): a slow core's wait."""
+    if ACTIVE is not None:
+        ACTIVE.settle()
+
+
+def resume() -> None:
+    """After a set-up collective: the rank computes again."""
+    if ACTIVE is not None:
+        ACTIVE.resume()
 
 
 def on(comm):

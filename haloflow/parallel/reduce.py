@@ -61,6 +61,8 @@ class Reducer:
             bufs = self._bufs[len(vals)] = (np.zeros(len(vals)), np.zeros(len(vals)))
         buf, out = bufs
         buf[:] = vals
+        if self._emu is not None:
+            self._emu.settle()
         t0 = perf_counter()
         self.comm.Allreduce(buf, out, op=op)
         if self._emu is not None:
@@ -93,6 +95,8 @@ class Reducer:
         if not self.parallel:
             return a.copy()
         out = np.empty_like(a)
+        if self._emu is not None:
+            self._emu.settle()
         t0 = perf_counter()
         self.comm.Allreduce(a, out, op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op])
         if self._emu is not None:
@@ -105,6 +109,8 @@ class Reducer:
         self.stats.calls += 1
         if not self.parallel:
             return [obj]
+        if self._emu is not None:
+            self._emu.settle()
         t0 = perf_counter()
         out = self.comm.allgather(obj)
         if self._emu is not None:
@@ -117,13 +123,19 @@ class Reducer:
         only rank 0 writes.  Not counted: it never sits inside a step's critical path."""
         if not self.parallel:
             return [obj]
-        return self.comm.gather(obj, root=root)
+        emulation.settle()
+        out = self.comm.gather(obj, root=root)
+        emulation.resume()
+        return out
 
     def bcast(self, obj, root: int = 0):
         """``obj`` of ``root`` on every rank (a decision made once, on rank 0)."""
         if not self.parallel:
             return obj
-        return self.comm.bcast(obj, root=root)
+        emulation.settle()
+        out = self.comm.bcast(obj, root=root)
+        emulation.resume()
+        return out
 
     def start_sum(self, *vals: float) -> PendingSum:
         """Start a non-blocking global sum; ``.wait()`` returns the sums.  Work done between
@@ -155,12 +167,17 @@ class PendingSum:
         if comm is None:
             self._out[:] = self._buf
         else:
+            if self._emu is not None:
+                self._emu.settle()
             self._req = comm.Iallreduce(self._buf, self._out, op=MPI.SUM)
             if self._emu is not None:
+                self._emu.resume()
                 self._t_start = perf_counter()
 
     def wait(self) -> tuple:
         if self._req is not None:
+            if self._emu is not None:
+                self._emu.settle()
             t0 = perf_counter()
             self._req.Wait()
             if self._emu is not None:  # the network's time, less what the work hid

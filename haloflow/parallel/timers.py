@@ -1,12 +1,16 @@
 """Per-phase wall-clock timers and call counters (DESIGN.md section 6).
 
 ``with timers("solve_p"): ...`` adds the elapsed seconds to that phase.  Phase objects are
-cached, so a timed block costs two ``perf_counter`` calls and no allocation.
+cached, so a timed block costs two ``perf_counter`` calls and no allocation.  Under an
+emulated slow core (:mod:`.emulation`) a phase's start and end are points where it pays its
+compute's extra time, so each phase's seconds are those a slower core would take.
 """
 
 from __future__ import annotations
 
 from time import perf_counter
+
+from . import emulation
 
 
 class _Phase:
@@ -18,10 +22,14 @@ class _Phase:
         self._t0 = 0.0
 
     def __enter__(self):
+        if emulation.ACTIVE is not None:
+            emulation.ACTIVE.settle()
         self._t0 = perf_counter()
         return self
 
     def __exit__(self, *exc):
+        if emulation.ACTIVE is not None:
+            emulation.ACTIVE.settle()
         self.seconds += perf_counter() - self._t0
         self.calls += 1
         return False

@@ -11,6 +11,7 @@ allreduce counters, which count what a step costs.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from time import perf_counter
 
@@ -41,6 +42,8 @@ class PointToPoint:
                                                [np.asarray(b).nbytes for _, b in sends])
 
     def run(self) -> None:
+        if self._emu is not None:
+            self._emu.settle()
         MPI.Prequest.Startall(self.reqs)
         MPI.Request.Waitall(self.reqs)
         if self._emu is not None:
@@ -59,12 +62,16 @@ class RootPieces:
     def gather(self, piece: np.ndarray, whole: np.ndarray | None) -> None:
         """``whole`` (root only; None elsewhere) = every rank's ``piece``."""
         target = [whole, self.counts] if self.comm.rank == self.root else None
+        emulation.settle()
         self.comm.Gatherv(piece, target, root=self.root)
+        emulation.resume()
 
     def scatter(self, whole: np.ndarray | None, piece: np.ndarray) -> None:
         """``piece`` = this rank's part of the root's ``whole``."""
         source = [whole, self.counts] if self.comm.rank == self.root else None
+        emulation.settle()
         self.comm.Scatterv(source, piece, root=self.root)
+        emulation.resume()
 
 
 class AllPieces:
@@ -92,6 +99,8 @@ class AllPieces:
         if not self.parallel:
             whole[: self.total] = piece
             return
+        if self._emu is not None:
+            self._emu.settle()
         t0 = perf_counter()
         self.comm.Allgatherv(piece, [whole, self._spec, MPI.DOUBLE])
         if self._emu is not None:
@@ -101,21 +110,40 @@ class AllPieces:
 
 # -- set-up collectives (not counted) ----------------------------------------------------------
 
+def _point(fn):
+    """A collective is a communication point: an emulated slow core pays its compute's extra
+    time before it, and its wait for slower ranks inside it is no compute of its own."""
+
+    @functools.wraps(fn)
+    def at(*args, **kw):
+        emulation.settle()
+        try:
+            return fn(*args, **kw)
+        finally:
+            emulation.resume()
+
+    return at
+
+
+@_point
 def total(comm, n: int) -> int:
     """Sum of the integers ``n`` of every rank."""
     return comm.allreduce(n)
 
 
+@_point
 def allgather(comm, obj) -> list:
     """``obj`` of every rank, in rank order, on every rank."""
     return comm.allgather(obj)
 
 
+@_point
 def alltoall(comm, outbox: list) -> list:
     """``outbox[q]`` goes to rank q; returns what every rank sent here, in rank order."""
     return comm.alltoall(outbox)
 
 
+@_point
 def allgatherv(comm, a: np.ndarray, counts) -> np.ndarray:
     """``a`` of every rank concatenated in rank order on every rank; ``counts``: their
     lengths."""
@@ -125,6 +153,7 @@ def allgatherv(comm, a: np.ndarray, counts) -> np.ndarray:
     return out
 
 
+@_point
 def gatherv(comm, a: np.ndarray, counts, root: int = 0) -> np.ndarray | None:
     """``a`` of every rank concatenated on ``root`` (None elsewhere); ``counts``: their
     lengths, needed on the root only."""

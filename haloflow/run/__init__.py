@@ -50,12 +50,6 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     root = comm.rank == 0
     set_threads(threads)
     open_outdir(outdir, force, comm)
-    slow = None
-    speed = case.parallel.emulate_speed.get(str(comm.rank))
-    if speed is not None:  # this rank emulates a slower (or shared) core
-        from .slowcore import SlowCore
-
-        slow = SlowCore(speed)
     try:
         log = Log(outdir / "log.txt" if root else None, quiet=quiet or not root)
         if root:
@@ -81,8 +75,6 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     except OSError as e:  # a full disk or a read-only folder: one line, exit 2
         raise write_error(e, outdir) from None
     finally:
-        if slow is not None:
-            slow.close()
         if root:
             release(outdir)
 

@@ -109,7 +109,7 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
     if case.parallel.balance == "time" and run.comm.size > 1:
         from .balance import Balancer
 
-        balancer = Balancer(run, log if root else (lambda *a, **k: None))
+        balancer = Balancer(run, log if root else (lambda *a, **k: None), start)
     samplers = [post for post in run.posts if post.samples]  # rebuilt by a rebalance
     step = start
     t_loop = time.perf_counter()

@@ -209,7 +209,8 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
 
 def _emulation(comm, steps: int) -> dict | None:
     """Collective: what an emulated network added (rank 0; None elsewhere or without one):
-    seconds over the whole run, the busiest rank's per step, waits of compiled code."""
+    seconds over the whole run, the busiest rank's per step, waits of compiled code; and
+    what emulated slow cores waited (``slowed_s``, per rank)."""
     from ..parallel import emulation
 
     em = emulation.ACTIVE
@@ -219,8 +220,9 @@ def _emulation(comm, steps: int) -> dict | None:
     if comm.rank != 0:
         return None
     added = [r["added_s"] for r in recs]
-    return {"network": em.net.name, "nodes": em.node_count, "added_s": added,
-            "added_s_per_step": max(added) / max(steps, 1),
+    return {"network": em.net.name if em.net is not None else None, "nodes": em.node_count,
+            "added_s": added, "added_s_per_step": max(added) / max(steps, 1),
+            "slowed_s": [r["slowed_s"] for r in recs],
             "delayed": sum(r["delayed"] for r in recs),
             "compiled_waits": sum(r["compiled_waits"] for r in recs),
             "compiled_unmatched": sum(r["compiled_unmatched"] for r in recs)}

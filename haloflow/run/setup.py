@@ -8,6 +8,7 @@ times the solver's own messages.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from . import RunError
@@ -30,6 +31,7 @@ class Run:
     posts: list  # the enabled post-processors, in registry order
     rss_base: int  # bytes resident before the mesh was built (memory.rss_bytes)
     retired: list = field(default_factory=list)  # exchangers a rebalance replaced: counters
+    remake_s: float = 0.0  # set-up seconds on what a migration redoes (mesh, parts, solver)
 
     @property
     def amg(self):
@@ -161,16 +163,24 @@ def solver_on(case, lmesh, comm, red, timers) -> tuple:
 
 def emulate(case, comm, lmesh, log) -> None:
     """Collective: the case's emulated network between its nodes (without ``ranks_per_node``
-    every rank is a node of its own: on one machine all would share one)."""
+    every rank is a node of its own: on one machine all would share one) and its slow
+    cores (``emulate_speed``)."""
     import numpy as np
 
     from ..parallel import emulation
 
-    nodes = lmesh.nodes if case.parallel.ranks_per_node else np.arange(comm.size)
-    em = emulation.install(comm, case.parallel.emulate_network, nodes)
-    log(f"emulating {em.net.name} between {em.node_count} node(s): local one-way "
-        f"{em.local.latency * 1e6:.2f} us, network {em.net.latency * 1e6:.2f} us, "
-        f"{em.net.bandwidth / 1e6:.0f} MB/s")
+    p = case.parallel
+    nodes = lmesh.nodes if p.ranks_per_node else np.arange(comm.size)
+    speed = float(p.emulate_speed.get(str(comm.rank), 1.0))
+    em = emulation.install(comm, p.emulate_network or None, nodes, speed)
+    if em.net is not None:
+        log(f"emulating {em.net.name} between {em.node_count} node(s): local one-way "
+            f"{em.local.latency * 1e6:.2f} us, network {em.net.latency * 1e6:.2f} us, "
+            f"{em.net.bandwidth / 1e6:.0f} MB/s")
+    if p.emulate_speed:
+        slow = ", ".join(f"rank {r} at {s:g}" for r, s in sorted(p.emulate_speed.items()))
+        log(f"emulating slower cores: {slow} (each waits its compute's extra time at every "
+            f"communication point)")
 
 
 def setup(case, comm, threads: int, log) -> Run:
@@ -182,11 +192,16 @@ def setup(case, comm, threads: int, log) -> Run:
     timers = Timers()
     rss_base = rss_bytes()
     with timers("setup"):
+        t0 = time.perf_counter()
         lmesh = local_mesh(case, comm, log)
-        if case.parallel.emulate_network:
+        remake = time.perf_counter() - t0
+        if case.parallel.emulate_network or (case.parallel.emulate_speed and comm.size > 1):
             emulate(case, comm, lmesh, log)
         red = Reducer(comm)
+        t0 = time.perf_counter()
         ex, solver, posts = solver_on(case, lmesh, comm, red, timers)
+        remake += time.perf_counter() - t0
         # serial kernels unless they pay; bound once every kernel module is imported
         threaded = use_threads(threads, lmesh.n_owned)
-    return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts, rss_base)
+    return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts, rss_base,
+               remake_s=remake)

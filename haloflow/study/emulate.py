@@ -15,20 +15,31 @@ allreduce timers and, in total, in ``added_s``.
     allreduce  one network stage per doubling across nodes: (t_net(b) - t_local(b)) each
     allgather  the same latencies, plus every rank receiving the others' bytes at the
                network's bandwidth instead of the local one
+
+A slower core (``[parallel] emulate_speed``) is emulated by the same hooks: at every
+communication point (before a message is posted or waited for, a collective, and the start
+and end of every timed phase) a rank of speed ``s`` busy-waits ``(1/s - 1)`` times the
+seconds it computed since its last such point returned.  Its messages then leave, and its
+phases end, when a core of that speed would have got there, and a smaller part makes it
+proportionally faster (a CPU quota or a SIGSTOP companion stalls its neighbours at any
+synchronisation falling in a stopped window, whatever its part's size).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
 from time import perf_counter
 
 import numpy as np
 
 from .model import Curve
 
-# layout of the shared state array (float64), also read and written by study/emulate_c.py
-ADDED, DELAYED, MATCHED, UNMATCHED, NKEYS = range(5)
+# layout of the shared state array (float64), also read and written by study/emulate_c.py:
+# SLOW = 1/speed - 1 (0: a full-speed core), LAST = when its compute last resumed
+# (CLOCK_MONOTONIC seconds), SLOWED = seconds a slow core waited
+ADDED, DELAYED, MATCHED, UNMATCHED, NKEYS, SLOW, LAST, SLOWED = range(8)
 HEAD = 8  # then NKEYS (key, delay) pairs: a compiled request group's address and its wait
 MAX_KEYS = 4096
 SMALL = 64  # allreduce waits for 1..SMALL doubles, then the sizes of allgathers
@@ -43,13 +54,19 @@ def _stages(n: int) -> int:
 class Emulation:
     """The waits of one rank, with counters shared with the compiled wrappers."""
 
-    def __init__(self, net: Curve, local: Curve, nodes, rank: int):
+    def __init__(self, net: Curve | None, local: Curve | None, nodes, rank: int,
+                 speed: float = 1.0):
+        """``net`` None: no network delays (a slow core only); ``speed``: this rank's core's
+        speed relative to a real one (1: not slowed)."""
         self.net, self.local = net, local
         self.nodes = np.asarray(nodes, dtype=np.int64)
         self.rank = rank
         self.node_count = int(len(np.unique(self.nodes)))
         self.state = np.zeros(HEAD + 2 * MAX_KEYS)
         self.ts = np.zeros(2, dtype=np.int64)  # a timespec for the compiled wrappers' clock
+        self.speed = float(speed)
+        self.state[SLOW] = 1.0 / self.speed - 1.0
+        self.state[LAST] = _now()
         ladder = 8.0 * np.arange(1, SMALL + 1)
         self.reduce_table = np.array([self.allreduce_delay(b) for b in ladder])
         self.gather_table = np.array([self.allgather_delay(2.0 ** k)
@@ -59,7 +76,7 @@ class Emulation:
     def exchange_delay(self, peers, nbytes) -> float:
         """Seconds one exchange of messages of ``nbytes`` to ``peers`` must wait."""
         peers = np.asarray(peers, dtype=np.int64)
-        if peers.size == 0:
+        if peers.size == 0 or self.net is None:
             return 0.0
         far = self.nodes[peers] != self.nodes[self.rank]
         if not far.any():
@@ -68,12 +85,14 @@ class Emulation:
         return max(self.net.sequence(b) - self.local.sequence(b), 0.0)
 
     def allreduce_delay(self, nbytes: float) -> float:
+        if self.net is None:
+            return 0.0
         d = float(self.net.time(nbytes)) - float(self.local.time(nbytes))
         return _stages(self.node_count) * max(d, 0.0)
 
     def allgather_delay(self, total_bytes: float) -> float:
         """An allgather of ``total_bytes`` in all, over every rank."""
-        if self.node_count < 2:
+        if self.node_count < 2 or self.net is None:
             return 0.0
         p = len(self.nodes)
         got = total_bytes * (p - 1) / p
@@ -85,19 +104,32 @@ class Emulation:
     # -- waiting -------------------------------------------------------------------------
     def wait(self, seconds: float, messages: int = 1) -> float:
         """Wait ``seconds`` polling, as MPICH waits (a busy loop that yields the core every
-        ``POLLS_BEFORE_YIELD`` polls); returns them (for the caller's timer)."""
-        if seconds <= 0.0:
-            return 0.0
-        end = perf_counter() + seconds
-        polls = 0
-        while perf_counter() < end:
-            polls += 1
-            if polls == POLLS_BEFORE_YIELD:
-                os.sched_yield()
-                polls = 0
-        self.state[ADDED] += seconds
-        self.state[DELAYED] += messages
-        return seconds
+        ``POLLS_BEFORE_YIELD`` polls), after a message or collective completed; returns them
+        (for the caller's timer).  The rank computes again from here (:meth:`resume`)."""
+        if seconds > 0.0:
+            _spin(seconds)
+            self.state[ADDED] += seconds
+            self.state[DELAYED] += messages
+        self.state[LAST] = _now()
+        return max(seconds, 0.0)
+
+    # -- a slow core ---------------------------------------------------------------------
+    def settle(self) -> None:
+        """A communication point (or a phase's start or end): a slow core waits what its
+        compute since it last resumed would have taken longer."""
+        s = self.state
+        if s[SLOW] > 0.0:
+            d = s[SLOW] * (_now() - s[LAST])
+            if d > 0.0:  # computing: a busy core that never yields
+                end = perf_counter() + d
+                while perf_counter() < end:
+                    pass
+                s[SLOWED] += d
+            s[LAST] = _now()
+
+    def resume(self) -> None:
+        """A communication call returned: the rank computes again."""
+        self.state[LAST] = _now()
 
     def reduce_wait(self, ndoubles: int) -> float:
         return self.wait(float(self.reduce_table[min(max(ndoubles, 1), SMALL) - 1]))
@@ -124,8 +156,25 @@ class Emulation:
     def record(self) -> dict:
         """What the profile keeps: seconds added and messages or calls delayed."""
         s = self.state
-        return {"added_s": float(s[ADDED]), "delayed": int(s[DELAYED]),
+        return {"added_s": float(s[ADDED]), "slowed_s": float(s[SLOWED]),
+                "delayed": int(s[DELAYED]),
                 "compiled_waits": int(s[MATCHED]), "compiled_unmatched": int(s[UNMATCHED])}
+
+
+def _now() -> float:
+    """CLOCK_MONOTONIC, the clock the compiled wrappers read (they share ``LAST``)."""
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def _spin(seconds: float) -> None:
+    """Busy-wait ``seconds``, yielding the core every ``POLLS_BEFORE_YIELD`` polls."""
+    end = perf_counter() + seconds
+    polls = 0
+    while perf_counter() < end:
+        polls += 1
+        if polls == POLLS_BEFORE_YIELD:
+            os.sched_yield()
+            polls = 0
 
 
 def gather_delay(table, total_bytes: float) -> float:

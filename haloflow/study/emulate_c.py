@@ -1,6 +1,7 @@
-"""Network emulation for MPI called from compiled code: C-callable wrappers of MPI_Waitall,
-MPI_Allreduce and MPI_Allgatherv that call the library's function and then wait as
-``study.emulate`` says.
+"""Network and slow-core emulation for MPI called from compiled code: C-callable wrappers of
+MPI_Startall, MPI_Waitall, MPI_Allreduce and MPI_Allgatherv that first let a slow core wait
+what its compute since the last call would have taken longer, call the library's function,
+and then wait as the emulated network says (``study.emulate``).
 
 Why: the compiled solvers (the aggregated halo strategy, the lockstep Krylov solves, the AMG
 cycle) call MPI through function addresses (``parallel.mpicall``), never through Python, so
@@ -16,7 +17,19 @@ from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
 from ..parallel import mpicall
-from .emulate import ADDED, DELAYED, HEAD, MATCHED, NKEYS, POLLS_BEFORE_YIELD, SMALL, UNMATCHED
+from .emulate import (
+    ADDED,
+    DELAYED,
+    HEAD,
+    LAST,
+    MATCHED,
+    NKEYS,
+    POLLS_BEFORE_YIELD,
+    SLOW,
+    SLOWED,
+    SMALL,
+    UNMATCHED,
+)
 
 
 def _pointer(kind):
@@ -51,10 +64,10 @@ def sched_yield_address() -> int:
 
 
 def wrappers(real: dict, em, run_comm) -> dict:
-    """Addresses of the wrapped ``waitall``, ``allreduce`` and ``allgatherv`` for emulation
-    ``em`` (a ``study.emulate.Emulation``; its arrays must outlive the wrappers); collectives
-    wait only on ``run_comm`` (the run's communicator's handle, a numpy integer of the MPI
-    library's handle width)."""
+    """Addresses of the wrapped ``startall``, ``waitall``, ``allreduce`` and ``allgatherv``
+    for emulation ``em`` (a ``study.emulate.Emulation``; its arrays must outlive the
+    wrappers); network waits of collectives only on ``run_comm`` (the run's communicator's
+    handle, a numpy integer of the MPI library's handle width)."""
     H = types.int32 if run_comm.dtype.itemsize == 4 else types.int64
     run = int(run_comm)
     state, nstate = em.state.ctypes.data, len(em.state)
@@ -62,8 +75,8 @@ def wrappers(real: dict, em, run_comm) -> dict:
         len(em.gather_table)
     ts, clock, cid = em.ts.ctypes.data, real["clock"], mpicall.CLOCK_MONOTONIC
     yield_fn = sched_yield_address()
-    waitall_fn, allreduce_fn, allgatherv_fn = real["waitall"], real["allreduce"], \
-        real["allgatherv"]
+    startall_fn, waitall_fn = real["startall"], real["waitall"]
+    allreduce_fn, allgatherv_fn = real["allreduce"], real["allgatherv"]
     nranks = len(em.nodes)
 
     @njit
@@ -73,21 +86,47 @@ def wrappers(real: dict, em, run_comm) -> dict:
         return t[0] + 1e-9 * t[1]
 
     @njit
+    def poll(seconds):
+        end = now() + seconds
+        polls = 0
+        while now() < end:
+            polls += 1
+            if polls == POLLS_BEFORE_YIELD:
+                call_yield(yield_fn)
+                polls = 0
+
+    @njit
     def spin(seconds):
+        """The network's wait after a call; the rank computes again from its end."""
         s = carray(f64_at(state), nstate)
         if seconds > 0.0:
-            end = now() + seconds
-            polls = 0
-            while now() < end:
-                polls += 1
-                if polls == POLLS_BEFORE_YIELD:
-                    call_yield(yield_fn)
-                    polls = 0
+            poll(seconds)
             s[ADDED] += seconds
             s[DELAYED] += 1.0
+        s[LAST] = now()
+
+    @njit
+    def settle():
+        """A slow core's wait for its compute since it last resumed (see Emulation.settle)."""
+        s = carray(f64_at(state), nstate)
+        if s[SLOW] > 0.0:
+            d = s[SLOW] * (now() - s[LAST])
+            if d > 0.0:  # computing: a busy core that never yields
+                end = now() + d
+                while now() < end:
+                    pass
+                s[SLOWED] += d
+
+    @cfunc(types.int32(types.int32, types.int64))
+    def startall(n, reqs):
+        settle()
+        rc = mpicall.call_ip(startall_fn, n, reqs)
+        spin(0.0)
+        return rc
 
     @cfunc(types.int32(types.int32, types.int64, types.int64))
     def waitall(n, reqs, statuses):
+        settle()
         rc = mpicall.call_ipp(waitall_fn, n, reqs, statuses)
         s = carray(f64_at(state), nstate)
         key = float(reqs)
@@ -97,22 +136,24 @@ def wrappers(real: dict, em, run_comm) -> dict:
                 spin(s[HEAD + 2 * i + 1])
                 return rc
         s[UNMATCHED] += 1.0
+        spin(0.0)
         return rc
 
     @cfunc(types.int32(types.int64, types.int64, types.int32, H, H, H))
     def allreduce(send, recv, count, dtype, op, comm):
+        settle()
         rc = mpicall.call_allreduce(allreduce_fn, send, recv, count, dtype, op, comm)
-        if comm != run:
-            return rc
-        spin(carray(f64_at(rtab), SMALL)[min(max(count, 1), SMALL) - 1])
+        spin(carray(f64_at(rtab), SMALL)[min(max(count, 1), SMALL) - 1] if comm == run else 0.0)
         return rc
 
     @cfunc(types.int32(types.int64, types.int32, H, types.int64, types.int64, types.int64, H,
                        H))
     def allgatherv(send, n, stype, recv, counts, displs, rtype, comm):
+        settle()
         rc = mpicall.call_allgatherv(allgatherv_fn, send, n, stype, recv, counts, displs, rtype,
                                      comm)
         if comm != run:
+            spin(0.0)
             return rc
         c = carray(i32_at(counts), nranks)
         total = 0.0
@@ -129,6 +170,6 @@ def wrappers(real: dict, em, run_comm) -> dict:
         spin(table[k] + f * (table[k + 1] - table[k]))
         return rc
 
-    em.cfuncs = (waitall, allreduce, allgatherv)  # keep the compiled code alive
-    return {"waitall": waitall.address, "allreduce": allreduce.address,
-            "allgatherv": allgatherv.address}
+    em.cfuncs = (startall, waitall, allreduce, allgatherv)  # keep the compiled code alive
+    return {"startall": startall.address, "waitall": waitall.address,
+            "allreduce": allreduce.address, "allgatherv": allgatherv.address}

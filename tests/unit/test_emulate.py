@@ -3,6 +3,8 @@ the local transfer took, only for messages between nodes."""
 
 from __future__ import annotations
 
+from time import perf_counter
+
 import numpy as np
 import pytest
 
@@ -70,3 +72,45 @@ def test_unknown_emulated_network_is_one_line(tmp_path, capsys):
                   "--quiet"])
         err = capsys.readouterr().err
         assert e.value.code == 2 and "emulate_network" in err and err.count("\n") == 1, err
+
+
+def _busy(seconds: float) -> None:
+    end = perf_counter() + seconds
+    while perf_counter() < end:
+        pass
+
+
+def test_a_slow_core_waits_its_compute_again_at_each_point():
+    """Speed 0.5: a communication point after 30 ms of compute waits 30 ms more; one right
+    after waits nothing; speed 1 never waits; and a timed phase (a point at its start and
+    end) takes what a half-speed core would, however long the rank computed before it."""
+    from haloflow.parallel import emulation
+    from haloflow.parallel.timers import Timers
+    from haloflow.study.emulate import SLOWED
+
+    em = Emulation(None, None, [0, 1], 1, speed=0.5)
+    assert em.exchange_delay([0], [800]) == 0.0 and em.allreduce_delay(8) == 0.0
+    em.resume()
+    _busy(0.03)
+    t0 = perf_counter()
+    em.settle()
+    # waited what it computed (bounds allow for other jobs taking the core)
+    assert 0.029 < em.state[SLOWED] < 0.06 and perf_counter() - t0 >= em.state[SLOWED]
+    before = em.state[SLOWED]
+    em.settle()
+    assert em.state[SLOWED] - before < 0.005  # nothing computed since
+    full = Emulation(None, None, [0, 1], 0)
+    full.resume()
+    _busy(0.02)
+    full.settle()
+    assert full.state[SLOWED] == 0.0
+    timers = Timers()
+    emulation.ACTIVE = em
+    try:
+        em.resume()
+        _busy(0.05)  # before the phase: paid at its start, outside it
+        with timers("fluxes"):
+            _busy(0.02)
+    finally:
+        emulation.ACTIVE = None
+    assert 0.039 < timers.phases["fluxes"].seconds < 0.08

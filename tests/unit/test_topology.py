@@ -79,7 +79,7 @@ def test_rebalanced_parts_follow_the_speeds_and_keep_cells_in_place():
     old = np.arange(n) % 4  # a scattered old partition: ranks 2 and 3 equally fast
     ids = [np.flatnonzero(old == r) for r in range(4)]
     fr = np.array([0.4, 0.2, 0.2, 0.2])
-    _, parts = new_parts(case, comm, fr, ids)
+    _, parts, moved = new_parts(case, comm, fr, ids)
     counts = np.bincount(parts, minlength=4) / n
     assert np.allclose(counts, fr, atol=0.03)
     # slabs as the old partition, equal speeds: the parts go to the ranks so that as many
@@ -88,7 +88,16 @@ def test_rebalanced_parts_follow_the_speeds_and_keep_cells_in_place():
 
     old = np.minimum(np.arange(n) // 400, 3)
     ids = [np.flatnonzero(old == r) for r in range(4)]
-    _, parts = new_parts(case, comm, np.full(4, 0.25), ids)
+    _, parts, moved = new_parts(case, comm, np.full(4, 0.25), ids)
     kept = np.count_nonzero(parts == old)
     best = max(np.count_nonzero(np.array(p)[parts] == old) for p in permutations(range(4)))
-    assert kept == best and kept > n / 4
+    assert kept == best and kept > n / 4 and moved == n - kept
+    # two halves, then 2:1 weights: the larger part grows from the faster rank's half, so
+    # about a sixth of the cells move (a part of the wrong weight there would move half)
+    comm = SimpleNamespace(size=2)
+    old = (np.arange(n) >= n // 2).astype(np.int64)
+    ids = [np.flatnonzero(old == r) for r in range(2)]
+    for fr in ([2 / 3, 1 / 3], [1 / 3, 2 / 3]):
+        _, parts, moved = new_parts(case, comm, np.array(fr), ids)
+        assert np.allclose(np.bincount(parts, minlength=2) / n, fr, atol=0.03)
+        assert moved == np.count_nonzero(parts != old) and moved < 0.25 * n, moved

@@ -152,8 +152,12 @@ class AggregatedExchanger(Exchanger):
         st = self._stats
         t0 = self._clock()
         self._pack_contiguous(fields, b)
+        if self._emu is not None:
+            self._emu.settle()
         t1 = self._clock()
         MPI.Prequest.Startall(b.reqs)
+        if self._emu is not None:
+            self._emu.resume()
         st.pack_s += t1 - t0
         st.wait_s += self._clock() - t1
         st.sent(len(fields), len(self.neighbours), b.send.nbytes)
@@ -167,6 +171,8 @@ class AggregatedExchanger(Exchanger):
                 raise MPI.Exception(rc)
             return
         st = self._stats
+        if self._emu is not None:
+            self._emu.settle()
         t0 = self._clock()
         MPI.Request.Waitall(b.reqs)
         if self._emu is not None:

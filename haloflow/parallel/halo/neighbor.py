@@ -47,8 +47,12 @@ class NeighborExchanger(Exchanger):
         b = self._buffers(len(fields))
         t0 = self._clock()
         self._pack_contiguous(fields, b)
+        if self._emu is not None:
+            self._emu.settle()
         t1 = self._clock()
         req = self.graph.Ineighbor_alltoallv(b.sspec, b.rspec)
+        if self._emu is not None:
+            self._emu.resume()
         st.pack_s += t1 - t0
         st.wait_s += self._clock() - t1
         st.sent(len(fields), len(self.neighbours), b.send.nbytes)
@@ -57,6 +61,8 @@ class NeighborExchanger(Exchanger):
     def finish(self, handle) -> None:
         fields, b, req = handle
         st = self._stats
+        if self._emu is not None:
+            self._emu.settle()
         t0 = self._clock()
         req.Wait()
         if self._emu is not None:

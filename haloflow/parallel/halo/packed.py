@@ -69,7 +69,11 @@ class PackedExchanger(Exchanger):
             else:
                 pack(fields, self._cells[k], self._ptrs[k], b.sends[k])
             st.pack_s += self._clock() - t0
+            if self._emu is not None:
+                self._emu.settle()
             reqs.append(self.comm.Isend([b.sends[k], MPI.DOUBLE], dest=q, tag=TAG))
+            if self._emu is not None:
+                self._emu.resume()
         st.messages += len(self.neighbours)
         st.bytes += b.send.nbytes
         return fields, b, reqs
@@ -79,6 +83,8 @@ class PackedExchanger(Exchanger):
         if not reqs:
             return
         st, sp = self._stats, self.space
+        if self._emu is not None:
+            self._emu.settle()
         t0 = self._clock()
         MPI.Request.Waitall(reqs)
         if self._emu is not None:

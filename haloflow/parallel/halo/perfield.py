@@ -49,6 +49,8 @@ class PerFieldExchanger(Exchanger):
                 h = self._mirror(j, len(f))
                 sp.copy(h, f)
             pack((h,), self.send_cells, self.send_ptr, self._send)
+            if self._emu is not None:
+                self._emu.settle()
             t1 = self._clock()
             for sbuf, q, rbuf in self._msgs:
                 self.comm.Sendrecv(sbuf, q, TAG, rbuf, q, TAG)
