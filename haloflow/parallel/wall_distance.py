@@ -216,41 +216,12 @@ def _box_dist2(p, lo, hi):
     return s
 
 
-@nb.njit(cache=True)
-def nearest_distance(points, tris, lo, hi, left, right, start, end, order, out):
-    """``out[i]``: the distance from ``points[i]`` to the nearest triangle (inf if none);
-    depth-first, the nearer child first, boxes no nearer than the best skipped."""
-    stack = np.empty(2 * len(lo) + 2, dtype=np.int64)
-    for i in range(points.shape[0]):
-        p = points[i]
-        best = np.inf
-        top = 0
-        stack[0] = 0
-        if len(lo) == 0 or end[0] == 0:
-            top = -1
-        while top >= 0:
-            node = stack[top]
-            top -= 1
-            if _box_dist2(p, lo[node], hi[node]) >= best:
-                continue
-            if left[node] < 0:
-                for k in range(start[node], end[node]):
-                    best = min(best, triangle_dist2(p, tris[order[k]]))
-                continue
-            a, b = left[node], right[node]
-            if _box_dist2(p, lo[a], hi[a]) < _box_dist2(p, lo[b], hi[b]):
-                a, b = b, a
-            stack[top + 1] = a  # the farther one waits below
-            stack[top + 2] = b
-            top += 2
-        out[i] = np.sqrt(best)
-
-
 def distance_to_triangles(points: np.ndarray, tris: np.ndarray) -> np.ndarray:
     """Distance from each of ``points`` (k, 3) to the nearest of ``tris`` (m, 3, 3)."""
-    out = np.empty(len(points))
+    out, tag = np.empty(len(points)), np.empty(len(points), dtype=np.int64)
     tree = build_hierarchy(np.ascontiguousarray(tris, dtype=np.float64), LEAF)
-    nearest_distance(np.ascontiguousarray(points, dtype=np.float64), tris, *tree, out)
+    nearest_tagged(np.ascontiguousarray(points, dtype=np.float64), tris,
+                   np.zeros(len(tris), dtype=np.int64), *tree, out, tag)
     return out
 
 
@@ -265,9 +236,11 @@ def wall_distance(lmesh, comm, wall_patches) -> np.ndarray:
 
 @nb.njit(cache=True)
 def nearest_tagged(points, tris, tags, lo, hi, left, right, start, end, order, dist, tag):
-    """As :func:`nearest_distance`, and ``tag[i]``: the ``tags`` entry of the nearest
-    triangle, the smallest tag among equally near ones (boxes exactly as near are searched),
-    so the answer does not depend on the order the triangles came in; -1 if none."""
+    """``dist[i]``: the distance from ``points[i]`` to the nearest triangle (inf if none),
+    depth-first, the nearer child first, boxes farther than the best skipped; ``tag[i]``:
+    the ``tags`` entry of that triangle, the smallest tag among equally near ones (boxes
+    exactly as near are searched), so the answer does not depend on the order the
+    triangles came in; -1 if none."""
     stack = np.empty(2 * len(lo) + 2, dtype=np.int64)
     for i in range(points.shape[0]):
         p = points[i]
