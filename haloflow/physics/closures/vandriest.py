@@ -24,6 +24,7 @@ import math
 import numba as nb
 import numpy as np
 
+from ...parallel import transfer
 from ...parallel.wall_distance import gather_values, nearest_wall_face, wall_faces
 
 SMALL = 1e-15  # OpenFOAM's: keeps the width above zero where the shear vanishes
@@ -69,7 +70,6 @@ class VanDriest:
         self.aplus = float(physics.Aplus)
         walls = [p.name for p in lm.patches if ctx.boundary[p.name].type == "wall"]
         comm = ctx.red.comm
-        self.comm = comm
         self.faces = wall_faces(lm, walls)
         self.y, nearest = nearest_wall_face(lm, comm, walls)
         # where each cell's nearest wall face sits in the gathered (rank-order) list
@@ -81,12 +81,15 @@ class VanDriest:
         self.where = self.where.astype(np.int64)
         self.geometric = np.cbrt(lm.geometry.cell_volumes)
         self.ystar = np.zeros(len(self.faces))
+        # every rank's y* each step: one Allgatherv into a buffer sized once
+        self.gather = transfer.AllPieces(comm, transfer.allgather(comm, len(self.faces)))
+        self.ystar_all = np.zeros(max(self.gather.total, 1))
 
     def update(self, U, nut, delta) -> None:
         """``delta`` on the owned cells from the current velocity and ``nut``."""
         lm, g = self.lm, self.lm.geometry
         wall_ystar(self.faces, lm.owner, g.face_centres, g.cell_centres, g.face_areas, U,
                    self.ctx.bc.u_value, self.nu, nut, lm.n_internal, self.ystar)
-        ystar = gather_values(self.ystar, self.comm)
-        damped_delta(self.geometric, self.y, ystar, self.where, self.kappa, self.cdelta,
+        self.gather.allgather(self.ystar, self.ystar_all)
+        damped_delta(self.geometric, self.y, self.ystar_all, self.where, self.kappa, self.cdelta,
                      self.aplus, lm.n_owned, delta)
