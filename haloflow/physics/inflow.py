@@ -21,9 +21,6 @@ import math
 import numba as nb
 import numpy as np
 
-from .patches import INFLOW_ALPHA as ALPHA
-from .patches import INFLOW_SEED as SEED
-
 
 @nb.njit(cache=True, inline="always")
 def _mix(z):
@@ -70,10 +67,9 @@ class Inflow:
             b0 = patch.start - lmesh.n_internal
             sl = slice(b0, b0 + patch.size)
             gf = lmesh.global_faces[patch.start:patch.start + patch.size].astype(np.int64)
-            alpha = ALPHA if s.fluctuation_alpha is None else float(s.fluctuation_alpha)
-            seed = SEED if s.seed is None else int(s.seed)
+            # the case filled in alpha and the seed where they were not given
             self.parts.append((sl, u_value[sl].copy(), gf, np.asarray(s.fluctuation, float),
-                               alpha, seed))
+                               float(s.fluctuation_alpha), int(s.seed)))
         self.step = 0  # the last step applied: none yet
 
     @classmethod
