@@ -400,41 +400,119 @@ def _scatter_add(slot, vals, out):
 
 
 @nb.njit(cache=True)
-def l1_diagonal(indptr, indices, data, diag_pos, n, out):
-    """a_ii + sum of |a_ij| over ghost columns: the l1 hybrid Gauss-Seidel diagonal
-    (Baker, Falgout, Kolev & Yang 2011), which keeps the rank-local smoother convergent
-    however the mesh is cut; equal to a_ii on one rank."""
+def l1_inverse(indptr, indices, data, diag_pos, n, out):
+    """1 / (a_ii + sum of |a_ij| over ghost columns): the inverse l1 hybrid Gauss-Seidel
+    diagonal (Baker, Falgout, Kolev & Yang 2011), which keeps the rank-local smoother
+    convergent however the mesh is cut; 1 / a_ii on one rank.  Kept inverted so that no
+    division lies on the chain from one row of a sweep to the next."""
     for i in range(n):
         s = data[diag_pos[i]]
         for k in range(indptr[i], indptr[i + 1]):
             if indices[k] >= n:
                 s += abs(data[k])
-        out[i] = s
+        out[i] = 1.0 / s
 
 
 @nb.njit(cache=True)
-def gs_sweep(indptr, indices, data, diag_pos, dl1, b, x, n, forward):
+def split_at_diagonal(indptr, indices, diag_pos, n):
+    """True if every row's columns before its diagonal are lower rows and those after it
+    higher ones (ghost columns, numbered after the owned rows, among them): what the
+    half-row kernels :func:`gs_from_zero` and :func:`upper_residual_restrict` rely on."""
+    for i in range(n):
+        for k in range(indptr[i], diag_pos[i]):
+            if indices[k] >= i:
+                return False
+        for k in range(diag_pos[i] + 1, indptr[i + 1]):
+            if indices[k] <= i:
+                return False
+    return True
+
+
+@nb.njit(cache=True, inline="always")
+def _gs_row(indptr, indices, data, dinv, b, x, i):
+    """x_i += (b - A x)_i / l1_i, the row's sum over every column, the diagonal's included:
+    no branch in the loop and no division on the chain from one row to the next (a
+    quarter to a third faster per sweep than skipping the diagonal and dividing)."""
+    s = b[i]
+    for k in range(indptr[i], indptr[i + 1]):
+        s -= data[k] * x[indices[k]]
+    x[i] += s * dinv[i]
+
+
+@nb.njit(cache=True)
+def gs_sweep(indptr, indices, data, diag_pos, dinv, b, x, n, forward):
     """One Gauss-Seidel sweep over the owned rows (ghost values of x are held fixed)."""
     for t in range(n):
-        i = t if forward else n - 1 - t
-        s = b[i] + (dl1[i] - data[diag_pos[i]]) * x[i]
-        for k in range(indptr[i], indptr[i + 1]):
-            if k != diag_pos[i]:
-                s -= data[k] * x[indices[k]]
-        x[i] = s / dl1[i]
+        _gs_row(indptr, indices, data, dinv, b, x, t if forward else n - 1 - t)
 
 
 @nb.njit(cache=True)
-def gs_rows(indptr, indices, data, diag_pos, dl1, b, x, rows, forward):
+def gs_rows(indptr, indices, data, diag_pos, dinv, b, x, rows, forward):
     """Gauss-Seidel on the listed rows only (the rows with ghost columns)."""
     m = len(rows)
     for t in range(m):
-        i = rows[t] if forward else rows[m - 1 - t]
-        s = b[i] + (dl1[i] - data[diag_pos[i]]) * x[i]
-        for k in range(indptr[i], indptr[i + 1]):
-            if k != diag_pos[i]:
+        _gs_row(indptr, indices, data, dinv, b, x, rows[t] if forward else rows[m - 1 - t])
+
+
+@nb.njit(cache=True)
+def gs_from_zero(indptr, indices, data, diag_pos, dinv, b, x, n):
+    """A forward sweep from x = 0 (the cycle's pre-smoothing): the higher columns multiply
+    zeros, so only the lower half of each row is read, (L + D_l1) x = b.  Needs
+    :func:`split_at_diagonal`."""
+    for i in range(n):
+        s = b[i]
+        for k in range(indptr[i], diag_pos[i]):
+            s -= data[k] * x[indices[k]]
+        x[i] = s * dinv[i]
+
+
+@nb.njit(cache=True)
+def upper_residual_restrict(indptr, indices, data, diag_pos, dinv, x, n, agg, rc, nc):
+    """rc = R (b - A x) right after :func:`gs_from_zero` (and the exchange of x): there
+    b - (L + D_l1) x = 0, so b - A x = (D_l1 - D) x - U x reads the upper half of each row
+    (ghost columns included) and no residual vector is written."""
+    for i in range(nc):
+        rc[i] = 0.0
+    for i in range(n):
+        d = diag_pos[i]
+        s = (1.0 / dinv[i] - data[d]) * x[i]
+        for k in range(d + 1, indptr[i + 1]):
+            s -= data[k] * x[indices[k]]
+        rc[agg[i]] += s
+
+
+@nb.njit(cache=True)
+def gs_from_zero_restrict(indptr, indices, data, diag_pos, dinv, b, x, n, agg, rc, nc):
+    """:func:`gs_from_zero` and :func:`upper_residual_restrict` in one pass, for a level
+    without ghost columns (l1_i = a_ii, so b - A x = -U x): a row's residual is taken as
+    soon as the sweep has passed its last column, a bandwidth behind (a 64^3 cube's 4 096
+    rows: its rows are still in the core's cache), so the matrix streams in once."""
+    for i in range(nc):
+        rc[i] = 0.0
+    j = 0  # the next row whose residual is due
+    for i in range(n):
+        s = b[i]
+        for k in range(indptr[i], diag_pos[i]):
+            s -= data[k] * x[indices[k]]
+        x[i] = s * dinv[i]
+        while j <= i and indices[indptr[j + 1] - 1] <= i:
+            s = 0.0
+            for k in range(diag_pos[j] + 1, indptr[j + 1]):
                 s -= data[k] * x[indices[k]]
-        x[i] = s / dl1[i]
+            rc[agg[j]] += s
+            j += 1
+
+
+@nb.njit(cache=True)
+def residual_restrict(indptr, indices, data, x, b, n, agg, rc, nc):
+    """rc = R (b - A x) without writing the residual."""
+    for i in range(nc):
+        rc[i] = 0.0
+    for i in range(n):
+        s = b[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            s -= data[k] * x[indices[k]]
+        rc[agg[i]] += s
 
 
 @nb.njit(cache=True)
@@ -744,12 +822,16 @@ class Level:
         self.pinned = -1
         # work vectors (VECTORS), made by ``AMG._vectors`` once the hierarchy is known
         self.b = self.x = self.r = self.c = self.d = self.v = self.w = self.r2 = None
-        self.dl1 = np.zeros(max(n, 1))
+        self.dinv = np.zeros(max(n, 1))  # the smoother's inverse l1 diagonal
+        self.split = None  # the pattern splits at the diagonal (split_at_diagonal)
         self.cut = None  # rows with ghost columns, swept again after an exchange (RESWEEP)
         self.krylov = True  # K-cycle: solved by two Krylov steps (else one plain cycle)
 
     def smoother_setup(self):
-        l1_diagonal(self.indptr, self.indices, self.data, self.diag_pos, self.n, self.dl1)
+        l1_inverse(self.indptr, self.indices, self.data, self.diag_pos, self.n, self.dinv)
+        if self.split is None:  # the pattern is fixed: checked once
+            self.split = bool(split_at_diagonal(self.indptr, self.indices, self.diag_pos,
+                                                self.n))
 
     def exchange(self, x):
         self.calls += 1
@@ -1255,20 +1337,37 @@ class AMG:
         else:
             self._cycle(i, b, x)
 
+    @staticmethod
+    def _presmooth_restrict(lev, b, x, nx, rc):
+        """Forward sweep from x = 0, then rc = R (b - A x): half rows where the pattern
+        splits at the diagonal (without ghost columns in one pass), else whole rows."""
+        n = lev.n
+        args = (lev.indptr, lev.indices, lev.data)
+        if lev.split and lev.ncols == n:
+            gs_from_zero_restrict(*args, lev.diag_pos, lev.dinv, b, x, n, nx.agg, rc, nx.ncols)
+            lev.exchange(x)
+            return
+        if lev.split:
+            x[n:] = 0.0
+            gs_from_zero(*args, lev.diag_pos, lev.dinv, b, x, n)
+        else:
+            x[:] = 0.0
+            gs_sweep(*args, lev.diag_pos, lev.dinv, b, x, n, True)
+        lev.exchange(x)
+        if lev.cut is not None:
+            gs_rows(*args, lev.diag_pos, lev.dinv, b, x, lev.cut, True)
+            lev.exchange(x)
+        if lev.split and lev.cut is None:
+            upper_residual_restrict(*args, lev.diag_pos, lev.dinv, x, n, nx.agg, rc, nx.ncols)
+        else:
+            residual_restrict(*args, x, b, n, nx.agg, rc, nx.ncols)
+
     def _cycle(self, i, b, x):
         lev = self.levels[i]
         n = lev.n
-        x[:] = 0.0
-        gs_sweep(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dl1, b, x, n, True)
-        lev.exchange(x)
-        if lev.cut is not None:
-            gs_rows(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dl1, b, x, lev.cut,
-                    True)
-            lev.exchange(x)
-        residual(lev.indptr, lev.indices, lev.data, x, b, lev.r)
         nx = lev.next
         rc = self.levels[i + 1].b if nx.redundant is None else nx.redundant.rc
-        restrict(nx.agg, lev.r, n, rc, nx.ncols)
+        self._presmooth_restrict(lev, b, x, nx, rc)
         if nx.xfer is not None:  # partial sums of aggregates spanning ranks to their owners
             nx.xfer.accumulate(rc)
         e = self._coarse(i, lev)
@@ -1276,10 +1375,10 @@ class AMG:
             nx.xfer.distribute(e)
         prolong_add(nx.agg, e, n, x)
         lev.exchange(x)
-        gs_sweep(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dl1, b, x, n, False)
+        gs_sweep(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dinv, b, x, n, False)
         if lev.cut is not None:
             lev.exchange(x)
-            gs_rows(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dl1, b, x, lev.cut,
+            gs_rows(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dinv, b, x, lev.cut,
                     False)
 
     def _kcycle(self, i, b, x):

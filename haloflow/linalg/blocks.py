@@ -35,11 +35,18 @@ def bandwidth(indptr, indices, n) -> int:
     return bw
 
 
+@nb.njit(cache=True, inline="always")
+def _x_of(x, xo, j, lo, hi, n):
+    """x_j as block [lo, hi) sees it: other blocks' owned rows from the snapshot."""
+    return xo[j] if j < lo or (j >= hi and j < n) else x[j]
+
+
 @nb.njit(cache=True, parallel=True)
-def gs_blocks(indptr, indices, data, diag_pos, dl1, b, x, n, forward, nt, bw, xo):
+def gs_blocks(indptr, indices, data, diag_pos, dinv, b, x, n, forward, nt, bw, xo):
     """``amg.gs_sweep`` with the rows in ``nt`` blocks swept side by side, each reading the
     other blocks' rows from the snapshot ``xo`` (taken here, rows within ``bw`` of a
-    boundary)."""
+    boundary); each row summed as ``amg._gs_row`` sums it, so one block is that sweep to
+    the bit."""
     for t in range(1, nt):
         c = n * t // nt
         for i in range(max(c - bw, 0), min(c + bw + 1, n)):
@@ -49,15 +56,10 @@ def gs_blocks(indptr, indices, data, diag_pos, dl1, b, x, n, forward, nt, bw, xo
         hi = n * (t + 1) // nt
         for q in range(hi - lo):
             i = lo + q if forward else hi - 1 - q
-            s = b[i] + (dl1[i] - data[diag_pos[i]]) * x[i]
+            s = b[i]
             for k in range(indptr[i], indptr[i + 1]):
-                if k != diag_pos[i]:
-                    j = indices[k]
-                    if j < lo or (j >= hi and j < n):
-                        s -= data[k] * xo[j]
-                    else:
-                        s -= data[k] * x[j]
-            x[i] = s / dl1[i]
+                s -= data[k] * _x_of(x, xo, indices[k], lo, hi, n)
+            x[i] += s * dinv[i]
 
 
 @nb.njit(cache=True, parallel=True)

@@ -45,20 +45,24 @@ from .amg import (
     _kdots2,
     _scale_into,
     galerkin_refresh,
+    gs_from_zero,
+    gs_from_zero_restrict,
     gs_rows,
     gs_sweep,
     lu_solve,
     prolong_add,
     residual,
+    residual_restrict,
     restrict,
     spmv,
+    upper_residual_restrict,
 )
 from .krylov import SolveInfo
 from .matrix import IDX
 
 # per-level columns of the int64 table ``lv``
-N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE, KRYLOV = range(11)
-LV_COLS = 11
+N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE, KRYLOV, SPLIT = range(12)
+LV_COLS = 12
 K_LEVEL, AMLI_LEVEL = 1, 2  # values of KRYLOV: the K-cycle's Krylov steps or AMLI's
 # per-level columns of the int64 table ``pl``: what a parallel run sends.  Halo exchange of
 # the level (EXS: made at all; plan and buffer offsets, persistent requests), the transfers of
@@ -212,15 +216,15 @@ def _now(ctl):
 
 @nb.njit(cache=True)
 def _level(h, d0, i):
-    """(indptr, indices, data, diag_pos, dl1) of level i (level 0's: the matrix's own)."""
-    ip, ix, dat, dp, dl1, lv = h[0], h[1], h[2], h[3], h[4], h[8]
+    """(indptr, indices, data, diag_pos, dinv) of level i (level 0's: the matrix's own)."""
+    ip, ix, dat, dp, dinv, lv = h[0], h[1], h[2], h[3], h[4], h[8]
     n = lv[i, N]
     if i == 0:
         ix0 = h[H_IX0]
         return (h[H_IP0][0:n + 1], ix0[0:len(ix0)], d0, h[H_DP0][0:n], h[H_DL10][0:n])
     a, z = lv[i, NZ], lv[i + 1, NZ]
     return (ip[lv[i, IP]:lv[i, IP] + n + 1], ix[a:z], dat[a:z], dp[lv[i, VEC]:lv[i, VEC] + n],
-            dl1[lv[i, VEC]:lv[i, VEC] + n])
+            dinv[lv[i, VEC]:lv[i, VEC] + n])
 
 
 @nb.njit(cache=True)
@@ -336,25 +340,60 @@ def _distribute(h, i, v):
 @nb.njit(cache=True)
 def _smooth(h, d0, lv, cnt, i, b, x, forward):
     """``AMG._cycle``'s Gauss-Seidel sweep with its exchanges, RESWEEP rows included."""
-    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    ip, ix, data, dp, dinv = _level(h, d0, i)
     n = lv[i, N]
     cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
     nt = _blocks(h, i)
     if nt:  # the level's work vector r is free while it is smoothed: the blocks' snapshot
-        tb.gs_blocks(ip, ix, data, dp, dl1, b, x, n, forward, nt, h[H_THR][i], _vec(h, R, i))
+        tb.gs_blocks(ip, ix, data, dp, dinv, b, x, n, forward, nt, h[H_THR][i], _vec(h, R, i))
     if forward:
         if not nt:
-            gs_sweep(ip, ix, data, dp, dl1, b, x, n, True)
+            gs_sweep(ip, ix, data, dp, dinv, b, x, n, True)
         _exchange(h, cnt, i, x)
         if lv[i, HASCUT]:
-            gs_rows(ip, ix, data, dp, dl1, b, x, cut, True)
+            gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
             _exchange(h, cnt, i, x)
     else:
         if not nt:
-            gs_sweep(ip, ix, data, dp, dl1, b, x, n, False)
+            gs_sweep(ip, ix, data, dp, dinv, b, x, n, False)
         if lv[i, HASCUT]:
             _exchange(h, cnt, i, x)
-            gs_rows(ip, ix, data, dp, dl1, b, x, cut, False)
+            gs_rows(ip, ix, data, dp, dinv, b, x, cut, False)
+
+
+@nb.njit(cache=True)
+def _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc):
+    """``AMG._presmooth_restrict``: the pre-smoothing from zero and the restriction of the
+    residual into rc (on thread blocks, the whole sweep and residual)."""
+    ip, ix, data, dp, dinv = _level(h, d0, i)
+    n = lv[i, N]
+    nt = _blocks(h, i)
+    if nt:
+        r = _vec(h, R, i)
+        x[:] = 0.0
+        _smooth(h, d0, lv, cnt, i, b, x, True)
+        tb.residual(ip, ix, data, x, b, r, nt)
+        restrict(ag, r, n, rc, nc)
+        return
+    if lv[i, SPLIT] and lv[i, NCOLS] == n:  # no ghost columns: one pass
+        gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x, n, ag, rc, nc)
+        _exchange(h, cnt, i, x)
+        return
+    if lv[i, SPLIT]:
+        x[n:] = 0.0
+        gs_from_zero(ip, ix, data, dp, dinv, b, x, n)
+    else:
+        x[:] = 0.0
+        gs_sweep(ip, ix, data, dp, dinv, b, x, n, True)
+    _exchange(h, cnt, i, x)
+    if lv[i, HASCUT]:
+        cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
+        gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
+        _exchange(h, cnt, i, x)
+    if lv[i, SPLIT] and not lv[i, HASCUT]:
+        upper_residual_restrict(ip, ix, data, dp, dinv, x, n, ag, rc, nc)
+    else:
+        residual_restrict(ip, ix, data, x, b, n, ag, rc, nc)
 
 
 @nb.njit(cache=True)
@@ -363,28 +402,17 @@ def _down(h, d0, cnt, i, b, x):
     into the next level's right-hand side (partial sums of aggregates spanning ranks to
     their owners; into a redundant level, one allgatherv)."""
     lv, pl = h[8], h[H_PL]
-    n = lv[i, N]
-    ip, ix, data, dp, dl1 = _level(h, d0, i)
-    r = _vec(h, R, i)
-    x[:] = 0.0
-    _smooth(h, d0, lv, cnt, i, b, x, True)
-    nt = _blocks(h, i)
-    if nt:
-        tb.residual(ip, ix, data, x, b, r, nt)
-    else:
-        residual(ip, ix, data, x, b, r)
     ag = _agg(h, i)
     if pl[i, RD] == 0:
-        rc = _vec(h, B, i + 1)
-        restrict(ag, r, n, rc, lv[i + 1, NCOLS])
-        if pl[i, XF]:
-            _accumulate(h, i, rc)
-        return
-    ctl, hb, hnd = h[H_CTL], h[H_HB], h[H_HND]
-    rc = hb[pl[i, RC_OFF]:pl[i, RC_OFF] + pl[i, RC_N]]
-    restrict(ag, r, n, rc, pl[i, RC_N])
+        rc, nc = _vec(h, B, i + 1), lv[i + 1, NCOLS]
+    else:
+        rc, nc = h[H_HB][pl[i, RC_OFF]:pl[i, RC_OFF] + pl[i, RC_N]], pl[i, RC_N]
+    _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc)
     if pl[i, XF]:
         _accumulate(h, i, rc)
+    if pl[i, RD] == 0:
+        return
+    ctl, hnd = h[H_CTL], h[H_HND]
     t0 = _now(ctl)
     e = mpicall.call_allgatherv(ctl[ALLGATHERV], rc.ctypes.data, pl[i, RD_N], hnd[1],
                                 _vec(h, B, i + 1).ctypes.data, pl[i, RD_COUNTS],
@@ -428,7 +456,7 @@ def _k_first(h, d0, cnt, i):
     lv = h[8]
     n = lv[i, N]
     b, x, c, v = _vec(h, B, i), _vec(h, X, i), _vec(h, C, i), _vec(h, V, i)
-    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    ip, ix, data, dp, dinv = _level(h, d0, i)
     _exchange(h, cnt, i, c)
     sm = _sums(h)
     nt = _blocks(h, i)
@@ -461,7 +489,7 @@ def _a_first(h, d0, cnt, i):
     lv, ks = h[8], h[9]
     n = lv[i, N]
     b, c, v = _vec(h, B, i), _vec(h, C, i), _vec(h, V, i)
-    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    ip, ix, data, dp, dinv = _level(h, d0, i)
     _exchange(h, cnt, i, c)
     nt = _blocks(h, i)
     if nt:
@@ -483,7 +511,7 @@ def _k_second(h, d0, cnt, i):
     if lv[i, KRYLOV] == AMLI_LEVEL:  # ``AMG._amli``'s combination
         _combine_on(x, ks[len(ks) - 2], c, ks[len(ks) - 1], d, n, nt)
         return
-    ip, ix, data, dp, dl1 = _level(h, d0, i)
+    ip, ix, data, dp, dinv = _level(h, d0, i)
     a1, rho1 = ks[i], ks[len(lv) + i]
     _exchange(h, cnt, i, d)
     sm = _sums(h)
@@ -627,7 +655,7 @@ def _fcg_direction(h, z, beta, p, n):
 @nb.njit(cache=True)
 def _top_matvec(h, d0, cnt, x, y):
     """``DistMatrix.matvec``: exchange, then y = A x."""
-    ip, ix, data, dp, dl1 = _level(h, d0, 0)
+    ip, ix, data, dp, dinv = _level(h, d0, 0)
     _exchange(h, cnt, 0, x, True)
     nt = _blocks(h, 0)
     if nt:
@@ -643,7 +671,7 @@ def _top_matvec_dots(h, d0, cnt, p, q, r, n):
     if not nt:
         _top_matvec(h, d0, cnt, p, q)
         return _dot2(h, p, q, p, r, n)
-    ip, ix, data, dp, dl1 = _level(h, d0, 0)
+    ip, ix, data, dp, dinv = _level(h, d0, 0)
     _exchange(h, cnt, 0, p, True)
     sm = h[H_PART][nt]
     tb.spmv_dot2(ip, ix, data, p, q, r, nt, h[H_PART], sm)
@@ -652,7 +680,7 @@ def _top_matvec_dots(h, d0, cnt, p, q, r, n):
 
 @nb.njit(cache=True)
 def _top_residual(h, d0, cnt, x, b, r):
-    ip, ix, data, dp, dl1 = _level(h, d0, 0)
+    ip, ix, data, dp, dinv = _level(h, d0, 0)
     _exchange(h, cnt, 0, x, True)
     nt = _blocks(h, 0)
     if nt:
@@ -840,6 +868,7 @@ def _level_table(amg) -> np.ndarray:
         lv[i + 1, VEC] = lv[i, VEC] + (len(lev.b) if coarse else 0)
         lv[i + 1, CUT] = lv[i, CUT] + len(cut)
         lv[i, NCUT], lv[i, HASCUT] = len(cut), lev.cut is not None
+        lv[i, SPLIT] = bool(lev.split)
         lv[i, COUNTED] = lev.red.stats is amg.red.stats
         lv[i, KRYLOV] = lev.krylov * {"K": K_LEVEL, "A": AMLI_LEVEL}.get(amg.cycle_kind, 0)
     return lv
@@ -855,7 +884,7 @@ def _pack(amg, lv):
     ix = _views(coarse, "indices", IDX)
     dat = _views(coarse, "data")  # level 0's coefficients are the matrix's (per solve)
     dp = _views(coarse, "diag_pos", np.int64, vec_len)
-    dl1 = _views(coarse, "dl1", np.float64, vec_len)
+    dinv = _views(coarse, "dinv", np.float64, vec_len)
     nexts = [lev.next for lev in coarse if lev.next is not None]
     agg = _views(nexts, "agg", np.int64, vec_len[:len(nexts)])
     agg = np.concatenate([agg, np.zeros(vec_len[-1] if len(nexts) < len(coarse) else 0,
@@ -867,8 +896,8 @@ def _pack(amg, lv):
         top.next.agg = np.asarray(top.next.agg, dtype=np.int64)
     agg0 = top.next.agg if top.next is not None else np.zeros(1, np.int64)
     own = (np.asarray(top.indptr, IDX), np.asarray(top.indices, IDX),
-           np.asarray(top.diag_pos, np.int64), top.dl1, agg0, top.r[None, :])
-    return (ip, ix, dat, dp, dl1, agg, cut, amg.block, lv), own
+           np.asarray(top.diag_pos, np.int64), top.dinv, agg0, top.r[None, :])
+    return (ip, ix, dat, dp, dinv, agg, cut, amg.block, lv), own
 
 
 class CompiledSolve:

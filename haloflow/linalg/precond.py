@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .amg import gs_sweep, l1_diagonal
+from .amg import gs_sweep, l1_inverse
 
 
 class SymmetricGaussSeidel:
@@ -22,17 +22,17 @@ class SymmetricGaussSeidel:
     def __init__(self, A):
         self.A = A
         p = A.pattern
-        self.dl1 = np.zeros(p.n_rows)
+        self.dinv = np.zeros(p.n_rows)
         self.z0 = np.zeros(p.n_cols)
 
     def refresh(self) -> None:
         """Call after the matrix coefficients change."""
         p = self.A.pattern
-        l1_diagonal(p.indptr, p.indices, self.A.data, p.diag_pos, p.n_rows, self.dl1)
+        l1_inverse(p.indptr, p.indices, self.A.data, p.diag_pos, p.n_rows, self.dinv)
 
     def apply(self, r, z):
         p = self.A.pattern
         z[:] = 0.0
-        gs_sweep(p.indptr, p.indices, self.A.data, p.diag_pos, self.dl1, r, z, p.n_rows, True)
-        gs_sweep(p.indptr, p.indices, self.A.data, p.diag_pos, self.dl1, r, z, p.n_rows, False)
+        gs_sweep(p.indptr, p.indices, self.A.data, p.diag_pos, self.dinv, r, z, p.n_rows, True)
+        gs_sweep(p.indptr, p.indices, self.A.data, p.diag_pos, self.dinv, r, z, p.n_rows, False)
         return z

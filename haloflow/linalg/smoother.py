@@ -19,7 +19,18 @@ import numba as nb
 import numpy as np
 
 from ..parallel.reduce import Reducer
-from .krylov import SolveInfo, Workspace, initial_info
+from .krylov import (
+    C_NT,
+    C_PAR,
+    ManyWorkspace,
+    SolveInfo,
+    Workspace,
+    _many_exchange,
+    _many_reduce,
+    _many_tolerances,
+    compiled_lockstep,
+    initial_info,
+)
 
 
 @nb.njit(cache=True)
@@ -88,3 +99,172 @@ def sgs(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, rel_tol: float = 0.
             return info
     info.converged = False
     return info
+
+
+# -- every velocity component in lockstep --------------------------------------------------
+
+@nb.njit(cache=True)
+def _sweep3(indptr, indices, data, invd, b0, b1, b2, x0, x1, x2, n):
+    """:func:`_symmetric_sweep` of three components reading each matrix row once, each
+    component's arithmetic that of its own sweep."""
+    for t in range(2 * n):
+        i = t if t < n else 2 * n - 1 - t
+        s0, s1, s2 = b0[i], b1[i], b2[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            a = data[k]
+            j = indices[k]
+            s0 -= a * x0[j]
+            s1 -= a * x1[j]
+            s2 -= a * x2[j]
+        x0[i] += s0 * invd[i]
+        x1[i] += s1 * invd[i]
+        x2[i] += s2 * invd[i]
+
+
+@nb.njit(cache=True)
+def _sweep2(indptr, indices, data, invd, b0, b1, x0, x1, n):
+    """:func:`_sweep3` of two components."""
+    for t in range(2 * n):
+        i = t if t < n else 2 * n - 1 - t
+        s0, s1 = b0[i], b1[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            a = data[k]
+            j = indices[k]
+            s0 -= a * x0[j]
+            s1 -= a * x1[j]
+        x0[i] += s0 * invd[i]
+        x1[i] += s1 * invd[i]
+
+
+@nb.njit(cache=True)
+def _sweep_active(indptr, indices, data, invd, B, X, comps, act, n):
+    """One symmetric sweep of every active component, the matrix read once; returns how
+    many were swept."""
+    c0 = c1 = c2 = 0
+    na = 0
+    for d in comps:
+        if act[d]:
+            if na == 0:
+                c0 = d
+            elif na == 1:
+                c1 = d
+            else:
+                c2 = d
+            na += 1
+    if na == 3:
+        _sweep3(indptr, indices, data, invd, B[c0], B[c1], B[c2], X[c0], X[c1], X[c2], n)
+    elif na == 2:
+        _sweep2(indptr, indices, data, invd, B[c0], B[c1], X[c0], X[c1], n)
+    elif na == 1:
+        _symmetric_sweep(indptr, indices, data, invd, B[c0], X[c0], n)
+    return na
+
+
+@nb.njit(cache=True)
+def _residual_squares(indptr, indices, data, B, X, comps, act, rb, n, with_b):
+    """Per active component j: ``rb[j] = |b - A x|^2`` (with ``with_b``, ``rb[2j]`` and
+    ``rb[2j + 1] = |b|^2``); inactive components add zeros."""
+    m = len(comps)
+    for j in range(m):
+        d = comps[j]
+        rr = 0.0
+        bb = 0.0
+        if act[d]:
+            x, b = X[d], B[d]
+            for i in range(n):
+                s = b[i]
+                for k in range(indptr[i], indptr[i + 1]):
+                    s -= data[k] * x[indices[k]]
+                rr += s * s
+                bb += b[i] * b[i]
+        if with_b:
+            rb[2 * j] = rr
+            rb[2 * j + 1] = bb
+        else:
+            rb[j] = rr
+
+
+@nb.njit(cache=True)
+def _sgs_many_c(indptr, indices, data, diag, invd, X, B, comps, tol, rel_tol, max_iter,
+                n_sweeps, act, sc, out, count, ctl, hnd, hb, cells, plan, rb, exchange_x,
+                exchange_after):
+    """:func:`sgs_many` as one compiled call (the lockstep BiCGStab's plan, scalars and
+    counters: ``sc[5..8, d]`` tolerance, ||b||, residual, initial residual; ``out[d]``
+    sweeps, ``out[3 + d]`` converged)."""
+    n = len(diag)
+    m = len(comps)
+    if exchange_x:
+        _many_exchange(ctl, hb, cells, plan, X, comps, count, m)
+    for i in range(n):
+        invd[i] = 1.0 / diag[i]
+    for d in comps:
+        act[d] = 1
+    _residual_squares(indptr, indices, data, B, X, comps, act, rb, n, True)
+    _many_reduce(ctl, hnd, rb, 2 * m, count)
+    _many_tolerances(comps, tol, rel_tol, act, sc, out, rb)
+    sweeps = 0
+    while sweeps < max_iter:
+        na = 0
+        for k in range(n_sweeps):
+            if k:
+                _many_exchange(ctl, hb, cells, plan, X, comps, count, na)
+            na = _sweep_active(indptr, indices, data, invd, B, X, comps, act, n)
+        if na == 0:
+            break
+        sweeps += n_sweeps
+        _many_exchange(ctl, hb, cells, plan, X, comps, count, na)
+        _residual_squares(indptr, indices, data, B, X, comps, act, rb, n, False)
+        _many_reduce(ctl, hnd, rb, m, count)
+        for j in range(m):
+            d = comps[j]
+            if act[d]:
+                out[d] = sweeps
+                sc[7, d] = np.sqrt(rb[j]) / sc[6, d]
+                if sc[7, d] <= sc[5, d]:
+                    act[d] = 0
+    for d in comps:
+        if act[d]:
+            out[3 + d] = 0
+    if exchange_after:
+        _many_exchange(ctl, hb, cells, plan, X, comps, count, m)
+
+
+def sgs_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
+             rel_tol: float = 0.0, n_sweeps: int = 1, ghosts_current: bool = False,
+             exchange_after: bool = False) -> list[SolveInfo]:
+    """:func:`sgs` for every component ``d`` in ``comps`` of ``A X[d] = mws.rhs[d]`` at once:
+    a sweep reads the matrix once for all of them, and each residual check is one exchange
+    and one fused sum for all.  Each component's sweeps, checks and result are those of
+    :func:`sgs` alone.  Runs compiled (with the lockstep BiCGStab's communication plan)
+    where that solve does, on one thread; otherwise component by component."""
+    plan = compiled_lockstep(A, len(comps), red, mws)
+    if plan is None or plan.ctl[C_NT] > 1:
+        ws = mws.as_workspace(1)  # (sgs exchanges the ghosts first itself)
+        infos = [sgs(A, mws.rhs[d], X[d], tol, max_iter, red, ws, rel_tol, n_sweeps)
+                 for d in comps]
+        if exchange_after:
+            with A.timers("halo_solve"):
+                A.ex.exchange(tuple(X[d] for d in comps))
+        return infos
+    p = A.pattern
+    c = mws.count
+    c[:] = 0
+    _sgs_many_c(p.indptr, p.indices, A.data, A.diag, mws.invd, X, mws.rhs, comps, tol,
+                rel_tol, max_iter, n_sweeps, mws.act, mws.sc, mws.out, c, plan.ctl, plan.hnd,
+                plan.hb, plan.cells, plan.plan, plan.rb, not ghosts_current, exchange_after)
+    st = red.stats
+    st.calls += int(c[0])
+    st = A.ex.stats
+    st.calls += int(c[1])
+    st.fields += int(c[2])
+    if plan.ctl[C_PAR]:
+        red.stats.compiled += int(c[0])
+        st.compiled += int(c[1])
+        st.messages += int(c[1]) * plan.messages
+        st.bytes += int(c[1]) * plan.nbytes
+        ph = A.timers("halo_solve")
+        if hasattr(ph, "calls"):
+            ph.calls += int(c[1])
+    sc, out = mws.sc, mws.out
+    return [SolveInfo(iters=int(out[d]), res0=float(sc[8, d]), res=float(sc[7, d]),
+                      converged=bool(out[3 + d])) for d in comps]

@@ -15,7 +15,7 @@ import numpy as np
 from ..linalg.krylov import bicgstab, bicgstab_many, compiled_lockstep
 from ..linalg.matrix import DistMatrix
 from ..linalg.precond import SymmetricGaussSeidel
-from ..linalg.smoother import sgs
+from ..linalg.smoother import sgs, sgs_many
 from ..parallel import threads
 from .bcs import velocity_boundary_values
 from .patches import EMPTY, FIXED, SYMMETRY
@@ -253,6 +253,16 @@ class Momentum:
                 u_solves = bicgstab_many(self.M, self.U, self.comps, cfg.tol, cfg.max_iter,
                                          self.red, self.mws, cfg.rel_tol,
                                          self._ghosts_current, exchange_after=True)
+                self._ghosts_current = True
+            return u_solves
+        if self.cfg.method == "sgs":  # every component's sweeps in lockstep
+            cfg = self.cfg
+            with T("solve_U"):
+                momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned,
+                             self.mws.rhs)
+                u_solves = sgs_many(self.M, self.U, self.comps, cfg.tol, cfg.max_iter,
+                                    self.red, self.mws, cfg.rel_tol, cfg.n_sweeps,
+                                    self._ghosts_current, exchange_after=True)
                 self._ghosts_current = True
             return u_solves
         u_solves = []

@@ -249,3 +249,101 @@ def test_dense_lu_follows_lapack_row_interchanges():
     amg_module.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, -1, b,
                         x, f.y)
     assert np.allclose(x, np.linalg.solve(M, b), rtol=1e-10, atol=1e-12)
+
+
+def _with_ghosts(cells=(7, 6, 5)):
+    """A Laplacian's rows with random coefficients and a block of ghost columns (numbered
+    after the owned rows, as on a rank of a parallel run): the l1 diagonal exceeds a_ii
+    on the rows coupled to them."""
+    import scipy.sparse as sp
+
+    lm, A = laplacian(cells)
+    p, n = A.pattern, A.pattern.n_rows
+    M = sp.csr_matrix((A.data.copy(), p.indices, p.indptr), shape=(n, n)).tolil()
+    rng = np.random.default_rng(5)
+    ng = 9
+    M.resize((n, n + ng))
+    for i in rng.choice(n, 40, replace=False):
+        M[i, n + rng.integers(ng)] = -rng.random()
+    M = M.tocsr()
+    M.sort_indices()
+    M.data *= 1.0 + 0.3 * rng.random(len(M.data))
+    ip, ix = M.indptr.astype(np.uint32), M.indices.astype(np.uint32)
+    dp = np.array([ip[i] + np.searchsorted(ix[ip[i]:ip[i + 1]], i) for i in range(n)])
+    return ip, ix, M.data, dp, n, rng
+
+
+def test_half_row_presmoothing_equals_sweep_and_residual():
+    """gs_from_zero then upper_residual_restrict (the cycle's pre-smoothing on a pattern
+    split at the diagonal) give the sweep from zero and R (b - A x) of the whole rows, with
+    ghost columns and an l1 diagonal larger than a_ii; a pattern not split is refused."""
+    ip, ix, data, dp, n, rng = _with_ghosts()
+    assert amg_module.split_at_diagonal(ip, ix, dp, n)
+    dinv = np.zeros(n)
+    amg_module.l1_inverse(ip, ix, data, dp, n, dinv)
+    assert np.any(1.0 / dinv > data[dp] * (1 + 1e-3))  # ghost couplings in the l1 diagonal
+    b = rng.random(n)
+    x1 = np.zeros(len(ix) and n + 9)
+    amg_module.gs_sweep(ip, ix, data, dp, dinv, b, x1, n, True)
+    x2 = np.full(n + 9, np.nan)
+    x2[n:] = 0.0
+    amg_module.gs_from_zero(ip, ix, data, dp, dinv, b, x2, n)
+    np.testing.assert_allclose(x2[:n], x1[:n], rtol=1e-13, atol=0)
+    ghosts = rng.random(9)  # the exchange's values
+    x1[n:] = x2[n:] = ghosts
+    agg = rng.integers(0, 17, n)
+    r = np.zeros(n)
+    amg_module.residual(ip, ix, data, x1, b, r)
+    rc1, rc2, rc3 = np.zeros(17), np.full(17, np.nan), np.full(17, np.nan)
+    amg_module.restrict(agg, r, n, rc1, 17)
+    amg_module.upper_residual_restrict(ip, ix, data, dp, dinv, x2, n, agg, rc2, 17)
+    amg_module.residual_restrict(ip, ix, data, x1, b, n, agg, rc3, 17)
+    scale = np.abs(rc1).max()
+    assert scale > 0.1
+    assert np.abs(rc2 - rc1).max() < 1e-13 * scale
+    np.testing.assert_array_equal(rc3, rc1)
+    swapped = ix.copy()
+    swapped[[ip[5], ip[5] + 1]] = swapped[[ip[5] + 1, ip[5]]]
+    assert not amg_module.split_at_diagonal(ip, swapped, dp, n)
+
+
+def test_sweeps_sum_in_any_order_to_the_same_answer():
+    """gs_sweep's reordered row sums are Gauss-Seidel: against a plain loop both ways."""
+    ip, ix, data, dp, n, rng = _with_ghosts((6, 5, 4))
+    dinv = np.zeros(n)
+    amg_module.l1_inverse(ip, ix, data, dp, n, dinv)
+    b, x0 = rng.random(n), rng.random(n + 9)
+    for forward in (True, False):
+        want = x0.copy()
+        for i in (range(n) if forward else range(n - 1, -1, -1)):
+            s = b[i] + (1.0 / dinv[i] - data[dp[i]]) * want[i]
+            for k in range(ip[i], ip[i + 1]):
+                if k != dp[i]:
+                    s -= data[k] * want[ix[k]]
+            want[i] = s * dinv[i]
+        x = x0.copy()
+        amg_module.gs_sweep(ip, ix, data, dp, dinv, b, x, n, forward)
+        np.testing.assert_allclose(x, want, rtol=1e-13, atol=0)
+
+
+def test_one_pass_presmoothing_without_ghosts():
+    """gs_from_zero_restrict (no ghost columns) equals the sweep from zero and R (b - A x)
+    of the whole rows, on a 3D Laplacian with coefficients varied row by row."""
+    lm, A = laplacian((9, 7, 6))
+    p, n = A.pattern, A.pattern.n_rows
+    rng = np.random.default_rng(8)
+    data = A.data * (1.0 + 0.3 * rng.random(len(A.data)))
+    ip, ix, dp = p.indptr, p.indices, p.diag_pos
+    assert amg_module.split_at_diagonal(ip, ix, dp, n)
+    dinv = np.zeros(n)
+    amg_module.l1_inverse(ip, ix, data, dp, n, dinv)
+    b, agg = rng.random(n), rng.integers(0, 23, n)
+    x1 = np.zeros(n)
+    amg_module.gs_sweep(ip, ix, data, dp, dinv, b, x1, n, True)
+    r, rc1 = np.zeros(n), np.zeros(23)
+    amg_module.residual(ip, ix, data, x1, b, r)
+    amg_module.restrict(agg, r, n, rc1, 23)
+    x2, rc2 = np.full(n, np.nan), np.full(23, np.nan)
+    amg_module.gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x2, n, agg, rc2, 23)
+    np.testing.assert_allclose(x2, x1, rtol=1e-13, atol=0)
+    assert np.abs(rc2 - rc1).max() < 1e-13 * np.abs(rc1).max()

@@ -89,7 +89,7 @@ def test_amg_holds_no_copies_and_works_in_the_momentum_workspace():
     assert h[kcycle.H_IX0] is top.indices and h[kcycle.H_AGG0] is top.next.agg
     for lev in amg.levels[1:]:  # the coarse levels' arrays are views of the packed ones
         for a, packed in ((lev.indptr, 0), (lev.indices, 1), (lev.data, 2), (lev.diag_pos, 3),
-                          (lev.dl1, 4), (lev.b, 7), (lev.r2, 7)):
+                          (lev.dinv, 4), (lev.b, 7), (lev.r2, 7)):
             assert np.shares_memory(a, h[packed])
     assert len(h[1]) == sum(len(lev.indices) for lev in amg.levels[1:])
     assert np.shares_memory(amg.block, run.solver.momentum.ws.rows)
