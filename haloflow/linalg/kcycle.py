@@ -484,6 +484,16 @@ def _k_first(h, d0, cnt, i):
 
 
 @nb.njit(cache=True)
+def _residual_scaled(ip, ix, data, c, b, a, out, n):
+    """out = b - a A c, each row as ``spmv`` then ``_axpy_into`` compute it."""
+    for i in range(n):
+        s = 0.0
+        for k in range(ip[i], ip[i + 1]):
+            s += data[k] * c[ix[k]]
+        out[i] = b[i] - a * s
+
+
+@nb.njit(cache=True)
 def _a_first(h, d0, cnt, i):
     """``AMG._amli`` after its first cycle (c = M b): the second right-hand side r2."""
     lv, ks = h[8], h[9]
@@ -495,9 +505,8 @@ def _a_first(h, d0, cnt, i):
     if nt:
         tb.spmv(ip, ix, data, c, v, nt)
         tb.axpy_into(_vec(h, R2, i), b, ks[len(ks) - 2], v, n, nt)
-    else:
-        spmv(ip, ix, data, c, v)
-        _axpy_into(_vec(h, R2, i), b, ks[len(ks) - 2], v, n)
+    else:  # r2 = b - a1 A c in one pass (v is not read again)
+        _residual_scaled(ip, ix, data, c, b, ks[len(ks) - 2], _vec(h, R2, i), n)
 
 
 @nb.njit(cache=True)
@@ -665,14 +674,28 @@ def _top_matvec(h, d0, cnt, x, y):
 
 
 @nb.njit(cache=True)
+def _spmv_dot2(ip, ix, data, p, q, r, n):
+    """q = A p and (p.q, p.r) in one pass, the sums in ``_dot2``'s order."""
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(n):
+        qi = 0.0
+        for k in range(ip[i], ip[i + 1]):
+            qi += data[k] * p[ix[k]]
+        q[i] = qi
+        s1 += p[i] * qi
+        s2 += p[i] * r[i]
+    return s1, s2
+
+
+@nb.njit(cache=True)
 def _top_matvec_dots(h, d0, cnt, p, q, r, n):
     """``_top_matvec`` (q = A p), then (p.q, p.r); one region on thread blocks."""
     nt = _blocks(h, 0)
-    if not nt:
-        _top_matvec(h, d0, cnt, p, q)
-        return _dot2(h, p, q, p, r, n)
     ip, ix, data, dp, dinv = _level(h, d0, 0)
     _exchange(h, cnt, 0, p, True)
+    if not nt:
+        return _spmv_dot2(ip, ix, data, p, q, r, n)
     sm = h[H_PART][nt]
     tb.spmv_dot2(ip, ix, data, p, q, r, nt, h[H_PART], sm)
     return sm[0], sm[1]
