@@ -85,7 +85,7 @@ CNT_HEAD = 6
 # positions in the tuple ``h`` of packed arrays; then the top level's own arrays (the
 # matrix's pattern, its smoother diagonal, aggregates and residual: nothing copied)
 H_CTL, H_PL, H_HB, H_HCELLS, H_HPLAN, H_XIDX, H_HND = range(10, 17)
-H_IP0, H_IX0, H_DP0, H_DL10, H_AGG0, H_R0 = range(17, 23)
+H_IP0, H_IX0, H_DP0, H_DINV0, H_AGG0, H_R0 = range(17, 23)
 # per level the bandwidth its thread blocks snapshot (-1: the level runs serially), and the
 # blocks' partial sums
 H_THR, H_PART = 23, 24
@@ -221,7 +221,7 @@ def _level(h, d0, i):
     n = lv[i, N]
     if i == 0:
         ix0 = h[H_IX0]
-        return (h[H_IP0][0:n + 1], ix0[0:len(ix0)], d0, h[H_DP0][0:n], h[H_DL10][0:n])
+        return (h[H_IP0][0:n + 1], ix0[0:len(ix0)], d0, h[H_DP0][0:n], h[H_DINV0][0:n])
     a, z = lv[i, NZ], lv[i + 1, NZ]
     return (ip[lv[i, IP]:lv[i, IP] + n + 1], ix[a:z], dat[a:z], dp[lv[i, VEC]:lv[i, VEC] + n],
             dinv[lv[i, VEC]:lv[i, VEC] + n])
