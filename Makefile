@@ -34,4 +34,4 @@ lint: install
 	$(PY) -m ruff check haloflow tests benchmarks
 
 clean:
-	rm -rf .numba_cache .numba_cache.gw* .pytest_cache build *.egg-info
+	rm -rf .numba_cache .pytest_cache build *.egg-info
