@@ -22,6 +22,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+# The compiled solvers call these kernels from compiled code.  Loaded from numba's cache, such
+# a caller links against the parallel runtime, which only a parallel compile or a thread
+# query loads: without it the link fails ("Symbol not found: allocate_sched") or the call
+# crashes.  One query here loads it before any caller can run.
+nb.get_num_threads()
+
 
 @nb.njit(cache=True)
 def bandwidth(indptr, indices, n) -> int:

@@ -290,3 +290,18 @@ def test_auto_cycle_is_amli_on_3d_stencils_only():
     for cells, kind in (((12, 12, 12), "A"), ((40, 40, 1), "K")):
         lm, A, b, ws = _problem(cells, False)
         assert AMG(A, lm, Reducer(COMM), cycle="auto").cycle_kind == kind, cells
+
+
+def test_importing_the_compiled_solvers_loads_the_parallel_runtime():
+    """The compiled solves call thread-block kernels from compiled code; loaded from numba's
+    cache in a process that had not loaded numba's parallel runtime, they failed to link
+    ("Symbol not found: allocate_sched") or crashed.  Importing them loads it (blocks.py)."""
+    import subprocess
+    import sys
+
+    code = ("from numba.np.ufunc import parallel as p; assert not p._is_initialized; "
+            "import haloflow.linalg.kcycle, haloflow.linalg.krylov; "
+            "assert p._is_initialized, 'parallel runtime not loaded'")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
