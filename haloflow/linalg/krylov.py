@@ -1048,6 +1048,13 @@ def _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current
                      tol, rel_tol, max_iter, mws.act, mws.sc, mws.out, c, plan.ctl, plan.hnd,
                      plan.hb, plan.cells, plan.plan, plan.rb, plan.part, not ghosts_current,
                      exchange_after)
+    return lockstep_results(A, red, mws, plan, comps)
+
+
+def lockstep_results(A, red, mws: ManyWorkspace, plan: LockstepPlan, comps) -> list[SolveInfo]:
+    """After a compiled lockstep solve: its reductions and exchanges (``mws.count``) added
+    to the counters the Python path keeps, and one :class:`SolveInfo` per component."""
+    c = mws.count
     st = red.stats
     st.calls += int(c[0])
     st = A.ex.stats

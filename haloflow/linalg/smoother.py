@@ -21,7 +21,6 @@ import numpy as np
 from ..parallel.reduce import Reducer
 from .krylov import (
     C_NT,
-    C_PAR,
     ManyWorkspace,
     SolveInfo,
     Workspace,
@@ -30,6 +29,7 @@ from .krylov import (
     _many_tolerances,
     compiled_lockstep,
     initial_info,
+    lockstep_results,
 )
 
 
@@ -239,7 +239,8 @@ def sgs_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     where that solve does, on one thread; otherwise component by component."""
     plan = compiled_lockstep(A, len(comps), red, mws)
     if plan is None or plan.ctl[C_NT] > 1:
-        ws = mws.as_workspace(1)  # (sgs exchanges the ghosts first itself)
+        ws = mws.as_workspace(4)  # (sgs exchanges the ghosts first itself)
+        ws.v = ws.v[3:]  # its residual after the right-hand sides' rows, not over them
         infos = [sgs(A, mws.rhs[d], X[d], tol, max_iter, red, ws, rel_tol, n_sweeps)
                  for d in comps]
         if exchange_after:
@@ -252,19 +253,4 @@ def sgs_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     _sgs_many_c(p.indptr, p.indices, A.data, A.diag, mws.invd, X, mws.rhs, comps, tol,
                 rel_tol, max_iter, n_sweeps, mws.act, mws.sc, mws.out, c, plan.ctl, plan.hnd,
                 plan.hb, plan.cells, plan.plan, plan.rb, not ghosts_current, exchange_after)
-    st = red.stats
-    st.calls += int(c[0])
-    st = A.ex.stats
-    st.calls += int(c[1])
-    st.fields += int(c[2])
-    if plan.ctl[C_PAR]:
-        red.stats.compiled += int(c[0])
-        st.compiled += int(c[1])
-        st.messages += int(c[1]) * plan.messages
-        st.bytes += int(c[1]) * plan.nbytes
-        ph = A.timers("halo_solve")
-        if hasattr(ph, "calls"):
-            ph.calls += int(c[1])
-    sc, out = mws.sc, mws.out
-    return [SolveInfo(iters=int(out[d]), res0=float(sc[8, d]), res=float(sc[7, d]),
-                      converged=bool(out[3 + d])) for d in comps]
+    return lockstep_results(A, red, mws, plan, comps)
