@@ -11,11 +11,12 @@ directory named by ``HALOFLOW_MPI_CHILD``, for each test (``key`` of its node id
 A test passes iff every rank passed it.  It fails if a rank says it failed, if every rank
 was through with it but not every rank passed it (a skip on a rank), or if it ran past its
 own timeout (counted from the moment the test before it was through on every rank, or from
-the launch for the first).  The first test to fail ends the judging of its job, which was
-aborted there: the tests after it go to a new job.  A job that ends badly with no rank saying
-why (a crash, an error at exit, a wrong launcher) is blamed on no test: each of its tests is
-run again in a job of its own and judged as the single test it then is (the job's exit
-status, every rank passed, its timeout).
+the launch for the first; the last one's covers the job's exit too, so that a job of one
+test has its timeout in all, as an unbatched one had).  The first test to fail ends the
+judging of its job, which was aborted there: the tests after it go to a new job.  A job
+that ends badly with no rank saying why (a crash, an error at exit, a wrong launcher) is
+blamed on no test: each of its tests is run again in a job of its own and judged as the
+single test it then is (the job's exit status, every rank passed, its timeout).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _count(names: set[str], test: Test, n: int, what: str) -> int:
 class _Job:
     cmd: list[str]
     returncode: int
-    out: str
+    out: tuple[str, str]  # stdout, stderr
     killed: int | None  # index of the test that ran past its timeout (len(tests): the exit)
     names: set[str]
     failures: dict[str, list[str]]  # node id -> the failing ranks' reports
@@ -72,8 +73,7 @@ def _launch(cmd: list[str], tests: list[Test], n: int, env: dict[str, str], cwd:
         proc = subprocess.Popen(cmd, cwd=cwd,
                                 env={**env, CHILD: d}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
-        start = time.monotonic()
-        on, since, killed = 0, start, None
+        on, since, killed = 0, time.monotonic(), None  # the test the job is on, its start
         while True:
             try:
                 out = proc.communicate(timeout=POLL_S)
@@ -82,9 +82,10 @@ def _launch(cmd: list[str], tests: list[Test], n: int, env: dict[str, str], cwd:
                 pass
             now, names = time.monotonic(), set(os.listdir(d))
             while on < len(tests) and _count(names, tests[on], n, "done") == n:
-                on, since = on + 1, now
-            if (on < len(tests) and now - since > tests[on].timeout
-                    or now - start > sum(t.timeout for t in tests)):  # or a hang at exit
+                on += 1
+                if on < len(tests):  # (the last test's time covers the job's exit)
+                    since = now
+            if now - since > tests[min(on, len(tests) - 1)].timeout:
                 os.killpg(proc.pid, signal.SIGKILL)
                 out, killed = proc.communicate(), on
                 break

@@ -1,5 +1,6 @@
-"""Parallel-marked tests that pass, fail, skip and hang, for ``test_batch_mpi.py`` (which runs
-this file in a pytest of its own; not collected by ``make test``: no ``test_`` prefix).
+"""Parallel-marked tests that pass, fail, skip, hang and crash, for ``test_batch_mpi.py``
+(which runs this file in a pytest of its own; not collected by ``make test``: no ``test_``
+prefix).
 
 Each test appends ``NAME RANK PID`` to ``$HALOFLOW_BATCH_LOG``, so that the jobs they ran in
 can be told apart.
@@ -64,3 +65,14 @@ def test_last_passes(nranks):
 def test_other_rank_count_passes(nranks):
     _log("three")
     assert MPI.COMM_WORLD.size == 3
+
+
+@pytest.mark.parallel(ranks=[1], timeout=60)
+def test_crashes(nranks):
+    _log("crashes")
+    os._exit(7)  # no report, no marks: the job just ends
+
+
+@pytest.mark.parallel(ranks=[1], timeout=60)
+def test_after_a_crash_passes(nranks):
+    _log("alone")
