@@ -23,11 +23,17 @@ run: install
 	$(PY) -m haloflow.warmup
 	$(VENV)/bin/mpiexec -n $(RANKS) $(VENV)/bin/haloflow run $(CASE)
 
-# One-process tests one per core first; then the MPI jobs and the tests that need the cores
-# to themselves (threads, timings), one at a time.
+# The kernels compiled into the cache (on two cores), and the sources byte-compiled once: the
+# tests start some 400 processes, ranks included, that would each compile them where
+# PYTHONDONTWRITEBYTECODE is set.  One-process tests one per core first, whole modules in
+# collection order (the modules with slow tests first: tests/conftest.py); then the MPI jobs
+# and the tests that need the cores to themselves (threads, timings), one at a time (the
+# parallel-marked tests of one rank count in one job: tests/mpi/conftest.py).
 test: install
 	$(PY) -m haloflow.warmup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not mpi and not serial" tests
+	$(PY) -m compileall -q haloflow tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		-m "not mpi and not serial" tests
 	$(PY) -m pytest -q -m "mpi or serial" tests
 
 lint: install

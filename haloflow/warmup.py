@@ -1,43 +1,151 @@
-"""Compile every numba kernel once, serially, into the on-disk cache.
+"""Compile every numba kernel once into the on-disk cache, on up to two cores.
 
 Run before launching many ranks (``python -m haloflow.warmup``): otherwise each rank compiles
 the same kernels at the same time, which costs seconds per rank and races on the cache files.
+The warm cases are shared out between ``--jobs`` processes (default: 2, or 1 on one core).
+Each compiles a kernel only while holding that kernel's lock file, so a kernel two of them
+need is compiled once: the second waits, then loads it from the cache.
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+# AMG with a K-cycle level; overlapped SpMVs; PISO, BDF2 and SIMPLE; inlets, outlets,
+# periodic pairs; momentum by symmetric Gauss-Seidel sweeps; LES closures, inflow
+# fluctuations, van Driest
+CASES = [
+    ("cavity", ["mesh.cells=[80,80,1]", "solver.max_steps=2", "parallel.halo=packed"]),
+    ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "parallel.halo=overlap"]),
+    ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "solver.momentum.method=sgs"]),
+    ("channel", ["mesh.cells=[12,4,1]", "solver.max_iterations=2"]),
+    ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2"]),
+    ("taylor_green", ["mesh.cells=[6,6,1]", "solver.max_steps=3"]),  # periodic, BDF2
+    *(("taylor_green_3d", ["mesh.cells=[4,4,4]", "solver.max_steps=2",
+                           f'physics.closure="{c}"', "postprocess.averaging=true"])
+      for c in ("smagorinsky", "wale", "kEqn")),
+    ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2",
+                 'physics.model="les"', 'physics.closure="kEqn"', "physics.van_driest=true",
+                 "boundary.left.fluctuation=[0.02,0.01,0.0]"]),
+    # the first case with Gauss-Seidel sweeps for the momentum: its pressure solve comes at
+    # once (PARTS)
+    ("cavity", ["mesh.cells=[80,80,1]", "solver.max_steps=2", "parallel.halo=packed",
+                "solver.momentum.method=sgs"]),
+    # the other built-in cases' kernels and the other pressure solvers: temperature (a
+    # limited scheme) and checkpoints; non-orthogonal corrections and wall forces;
+    # Spalart-Allmaras and linear-upwind; least-squares gradients; Jacobi-preconditioned CG,
+    # single-reduction and pipelined CG, also AMG-preconditioned
+    ("heated_cavity", ["mesh.cells=[8,8,1]", "solver.max_iterations=2",
+                       "solver.convection_T=van-leer", "output.checkpoint_every=1",
+                       "solver.pressure.method=cg-jacobi"]),
+    ("cylinder", ["mesh.cells_around=16", "solver.max_iterations=2",
+                  "solver.pressure.method=cg-jacobi"]),
+    ("flat_plate", ["solver.max_iterations=2", "solver.pressure.method=cg-jacobi"]),
+    ("channel", ["mesh.cells=[12,4,1]", "solver.max_iterations=2",
+                 "solver.gradient=least-squares", "solver.pressure.method=cg1-jacobi"]),
+    ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2",
+                 "solver.convection=linear-upwind", "solver.pressure.method=pipecg-jacobi"]),
+    ("cavity", ["mesh.cells=[8,8,1]", "solver.max_steps=2", "solver.pressure.method=amg-cg1"]),
+    ("cavity", ["mesh.cells=[8,8,1]", "solver.max_steps=2",
+                "solver.pressure.method=amg-pipecg"]),
+]
+# The cases of each of two processes.  Nearly all the compile time goes to two kernels met in
+# the first step of a case: the compiled pressure solve with the AMG (FCG, about half of it)
+# and the momentum solve (BiCGStab, about a sixth).  The second process starts with the case
+# above that reaches the former first (the first case's mesh, so the same AMG hierarchy,
+# without BiCGStab), while the first compiles the halo kernels, the momentum solve and the
+# kernels of the cases whose pressure solves need no AMG; the other cases, shared out,
+# mostly load what these compiled from the cache.
+PARTS = [[11, 12, 13, 14, 15, 16, 0, 1, 2, 3, 4, 5], [10, 6, 7, 8, 9, 17]]
 
-def warm() -> None:
+
+def warm(cases: list[int] | None = None, halo_kernels: bool = True) -> None:
+    """Run the warm cases (indices into ``CASES``; default: all) and the halo kernels."""
     from mpi4py import MPI
 
     from .case import load_case
     from .parallel import halo
     from .run import run_case
 
-    halo.warm()
-    small = [  # AMG with a K-cycle level; overlapped SpMVs; PISO, BDF2 and SIMPLE; inlets,
-        # outlets, periodic pairs; momentum by symmetric Gauss-Seidel sweeps
-        ("cavity", ["mesh.cells=[80,80,1]", "solver.max_steps=2", "parallel.halo=packed"]),
-        ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "parallel.halo=overlap"]),
-        ("cavity", ["mesh.cells=[6,6,1]", "solver.max_steps=2", "solver.momentum.method=sgs"]),
-        ("channel", ["mesh.cells=[12,4,1]", "solver.max_iterations=2"]),
-        ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2"]),
-        ("taylor_green", ["mesh.cells=[6,6,1]", "solver.max_steps=3"]),  # periodic, BDF2
-        *(("taylor_green_3d", ["mesh.cells=[4,4,4]", "solver.max_steps=2",  # LES closures
-                               f'physics.closure="{c}"', "postprocess.averaging=true"])
-          for c in ("smagorinsky", "wale", "kEqn")),
-        ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2",
-                     'physics.model="les"', 'physics.closure="kEqn"', "physics.van_driest=true",
-                     "boundary.left.fluctuation=[0.02,0.01,0.0]"]),  # inflow, van Driest
-    ]
-    for name, overrides in small:
+    if halo_kernels:
+        halo.warm()
+    for i in range(len(CASES)) if cases is None else cases:
+        name, overrides = CASES[i]
         case = load_case(name, overrides + ["output.plots=false", "output.fields=false"])
         with tempfile.TemporaryDirectory(prefix="haloflow-warmup-") as tmp:
             run_case(case, Path(tmp) / "run", MPI.COMM_SELF, quiet=True)
 
 
+def lock_file(lock_dir: str, fn) -> Path:
+    """The lock file of a kernel's Python function."""
+    code = fn.__code__
+    name = f"{code.co_filename}:{code.co_firstlineno}:{fn.__qualname__}"
+    return Path(lock_dir, hashlib.sha1(name.encode()).hexdigest())
+
+
+def lock_compiles(lock_dir: str) -> None:
+    """From now on this process compiles a kernel only while holding its lock file in
+    ``lock_dir`` (an exclusive ``flock``), which other processes calling this take too.
+
+    One lock per Python function, whatever its signatures or builds (they share the cache's
+    index file).  numba looks in the cache before compiling, so the process that waited loads
+    what the other compiled.  A function compiled while compiling itself (recursion) keeps
+    the lock it holds."""
+    import fcntl
+
+    from numba.core.dispatcher import Dispatcher
+
+    compile_ = Dispatcher.compile
+    held: set[Path] = set()
+
+    def compile_locked(self, sig):
+        path = lock_file(lock_dir, self.py_func)
+        if path in held:
+            return compile_(self, sig)
+        with open(path, "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            held.add(path)
+            try:
+                return compile_(self, sig)
+            finally:
+                held.discard(path)
+
+    Dispatcher.compile = compile_locked
+
+
+def _default_jobs() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(len(PARTS), cores or 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m haloflow.warmup", description=__doc__)
+    p.add_argument("--jobs", type=int, default=_default_jobs(),
+                   help=f"processes: 1, or {len(PARTS)} sharing the cases (default "
+                        f"{_default_jobs()}: the cores this process may use, at most "
+                        f"{len(PARTS)})")
+    p.add_argument("--part", type=int, help=argparse.SUPPRESS)  # one process's share
+    p.add_argument("--locks", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.part is not None:
+        lock_compiles(args.locks)
+        warm(PARTS[args.part], halo_kernels=args.part == 0)
+        return 0
+    if args.jobs <= 1:
+        warm()
+        return 0
+    with tempfile.TemporaryDirectory(prefix="haloflow-warmup-locks-") as locks:
+        procs = [subprocess.Popen([sys.executable, "-m", "haloflow.warmup", "--part", str(i),
+                                   "--locks", locks]) for i in range(len(PARTS))]
+        codes = [proc.wait() for proc in procs]
+    return next((c for c in codes if c), 0)
+
+
 if __name__ == "__main__":
-    warm()
+    sys.exit(main())

@@ -6,9 +6,12 @@ Two ways to run on several ranks:
 - ``@pytest.mark.parallel(ranks=[2, 3], halo=["packed", "aggregated"], timeout=120)`` on a
   test function (as Devito's ``parallel(mode=...)``): the test is parametrised by ``nranks``
   (and ``halo`` if it takes that argument), and its body runs inside ``mpiexec -n nranks``:
-  this process re-launches pytest on that one test under mpiexec with ``HALOFLOW_MPI_CHILD``
-  set, and the child runs the body on every rank.  A rank whose test fails prints why and
-  aborts the job, so the others never hang in a collective.
+  this process re-launches pytest under mpiexec with ``HALOFLOW_MPI_CHILD`` set, on this
+  test and every parallel-marked test after it with the same rank count (one job for the
+  batch: one start-up), and the child runs the bodies on every rank.  A rank whose
+  test fails prints why and aborts the job, so the others never hang in a collective; each
+  test is judged on its own (``batch.py``: a test fails iff it failed on some rank or ran
+  past its timeout, the tests an aborted job did not reach run in another job).
 
 Every job checks it got the ranks it was launched with (``launch.py``).  Without the venv's
 mpiexec the MPI tests are skipped, except under CI (``CI`` set), where that is an error, as
@@ -21,16 +24,17 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.mpi import batch
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 _PASSED: set[str] = set()  # node ids of the tests that passed in this session
-CHILD = "HALOFLOW_MPI_CHILD"  # in a parallel-marked test's job: where ranks mark a pass
+CHILD = batch.CHILD
 LAUNCH = Path(__file__).with_name("launch.py")
 
 
@@ -82,7 +86,7 @@ def run_mpi(exe: Path, n: int, script: Path | str, *args: str, timeout: float = 
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")  # session-wide: module fixtures share runs (a reference)
 def mpirun():
     """``mpirun(n, script, *args, timeout=120)`` -> CompletedProcess; skips without mpiexec
     (fails under CI)."""
@@ -94,7 +98,7 @@ def mpirun():
     return run
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def haloflow_mpi(mpirun):
     """``haloflow_mpi(n, "run", ...)``: the haloflow command on ``n`` ranks."""
 
@@ -126,22 +130,51 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.mpi)
 
 
+_VERDICTS: dict[str, str | None] = {}  # node id -> None if its job passed it, else why not
+
+
+def _nranks(item) -> int:
+    return item.callspec.params["nranks"]
+
+
+def _batch(item) -> list:
+    """The tests one job runs for ``item``: it and every parallel-marked test after it in this
+    session with its rank count, whatever their module (one start-up and one loading of the
+    kernels for them all: 30-40 s for the 37 of them against 95-140 s a job per module).
+    Under pytest-xdist only those of its module (each worker gets whole modules) or, if
+    workers get single tests, only it."""
+    items = item.session.items
+    same_module = False
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        if item.config.getoption("dist", "no") not in ("loadfile", "loadscope"):
+            return [item]
+        same_module = True
+    return [i for i in items[items.index(item):] if i.get_closest_marker("parallel")
+            and _nranks(i) == _nranks(item) and (i.path == item.path or not same_module)
+            and i.nodeid not in _VERDICTS]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
-    """Outside the job: launch this one test under mpiexec and judge the job instead."""
+    """Outside the job: judge the job's verdict on this test instead of running it.  The job
+    runs the batch of this test (``batch.py``: each test still passes or fails on its own)."""
     mark = pyfuncitem.get_closest_marker("parallel")
     if mark is None or os.environ.get(CHILD):
         return None
     exe = require_mpiexec()
-    n = pyfuncitem.callspec.params["nranks"]
-    with tempfile.TemporaryDirectory() as passed_dir:
-        res = run_mpi(exe, n, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                      "--rootdir", str(REPO), pyfuncitem.nodeid,
-                      timeout=mark.kwargs.get("timeout", 120), env={CHILD: passed_dir})
-        passed = len(os.listdir(passed_dir))
-    out = f"--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
-    assert res.returncode == 0, f"{' '.join(res.args)} exited with {res.returncode}\n{out}"
-    assert passed == n, f"{passed} of {n} ranks passed the test\n{out}"
+    if pyfuncitem.nodeid not in _VERDICTS:
+        n = _nranks(pyfuncitem)
+        # the ranks load no plugins (hypothesis's would cost each 0.9 s to import; a test
+        # module that draws examples imports hypothesis itself)
+        cmd = [str(exe), "-n", str(n), sys.executable, str(LAUNCH), str(n), "-m", "pytest",
+               "-q", "-x", "-p", "no:cacheprovider", "--rootdir", str(REPO)]
+        tests = [batch.Test(i.nodeid, i.get_closest_marker("parallel").kwargs.get("timeout", 120))
+                 for i in _batch(pyfuncitem)]
+        env = {**mpi_env(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        _VERDICTS.update(batch.run(cmd, tests, n, env, REPO))
+    why = _VERDICTS.pop(pyfuncitem.nodeid)
+    if why is not None:
+        pytest.fail(why, pytrace=False)
     return True
 
 
@@ -150,20 +183,31 @@ def pytest_runtest_makereport(item, call):
     """In the job: a rank that fails says why and ends the job (no hang in a collective)."""
     outcome = yield
     rep = outcome.get_result()
-    passed_dir = os.environ.get(CHILD)
-    if not passed_dir or item.get_closest_marker("parallel") is None:
+    marks = os.environ.get(CHILD)
+    if not marks or item.get_closest_marker("parallel") is None:
         return
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
     if rep.when == "call" and rep.passed:  # what the launching process counts
-        Path(passed_dir, f"rank{comm.rank}").touch()
+        batch.mark(marks, item.nodeid, comm.rank, "passed")
     if rep.failed:
-        sys.__stderr__.write(f"[rank {comm.rank}/{comm.size}] {rep.nodeid} failed in "
-                             f"{rep.when}:\n{rep.longreprtext}\n")
+        why = (f"[rank {comm.rank}/{comm.size}] {rep.nodeid} failed in {rep.when}:\n"
+               f"{rep.longreprtext}\n")
+        batch.mark(marks, item.nodeid, comm.rank, "failed", why)
+        sys.__stderr__.write(why)
         sys.__stderr__.flush()
         if comm.size > 1:
             comm.Abort(1)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    """In the job: this rank is through with the test (the launcher's clock for the next)."""
+    marks = os.environ.get(CHILD)
+    if marks:
+        from mpi4py import MPI
+
+        batch.mark(marks, nodeid, MPI.COMM_WORLD.rank, "done")
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -44,18 +44,25 @@ def test_fixed_steps_match_serial_on_1_to_4_ranks(haloflow_mpi, tmp_path):
         assert du < 1e-9 and dp < 1e-9, f"{n} ranks ({method}): max |dU| {du:.3g}, |dp| {dp:.3g}"
 
 
+@pytest.fixture(scope="module")
+def serial_steady(haloflow_mpi, tmp_path_factory):
+    """The serial steady run both rank counts below are compared with (one run for both)."""
+    out = tmp_path_factory.mktemp("serial")
+    return _run(haloflow_mpi, 1, out), read_fields(out)
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("nranks", [2, 3])
-def test_steady_state_matches_serial(haloflow_mpi, tmp_path, nranks):
+def test_steady_state_matches_serial(haloflow_mpi, tmp_path, serial_steady, nranks):
     """To steady state with the default AMG pressure solver (its aggregates differ with the
     decomposition, so iterates differ at the solver tolerance): same step count, same field
     to 1e-6, same Ghia deviation."""
-    s1 = _run(haloflow_mpi, 1, tmp_path / "serial")
+    s1, f1 = serial_steady
     s2 = _run(haloflow_mpi, nranks, tmp_path / "two")
     assert (s1["ranks"], s2["ranks"]) == (1, nranks)
     assert s1["converged"] and s2["converged"]
     assert abs(s1["steps"] - s2["steps"]) <= 1
-    f1, f2 = read_fields(tmp_path / "serial"), read_fields(tmp_path / "two")
+    f2 = read_fields(tmp_path / "two")
     assert np.abs(f1["U"] - f2["U"]).max() < 1e-6
     assert s2["cavity"]["max_dev"] == pytest.approx(s1["cavity"]["max_dev"], abs=1e-6)
     assert s2["halo_stats"][0]["messages"] > 0 and s2["halo_stats"][1]["bytes"] > 0
@@ -153,20 +160,32 @@ def test_serial_profile_counts_the_communication_of_a_parallel_run(haloflow_mpi,
     assert one["phases"]["amg_gathered"]["max"] > 0 and two["phases"]["amg_gathered"]["max"] > 0
 
 
+EIGHT = ["--set", "mesh.cells=[12,12,12]", "--set", "boundary.front.type=wall", "--set",
+         "boundary.back.type=wall", "--steps", "3", "--quiet", "--set", "output.plots=false",
+         "--set", "postprocess.cavity=false"]
+
+
+@pytest.fixture(scope="module")
+def serial_3d(haloflow_mpi, tmp_path_factory):
+    """The serial run both placements below are compared with (one run for both)."""
+    d = tmp_path_factory.mktemp("n1")
+    res = haloflow_mpi(1, "run", "cavity", "-o", str(d), *EIGHT, timeout=240)
+    assert res.returncode == 0, res.stderr
+    return json.loads((d / "summary.json").read_text()), read_fields(d)
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("placement", ["nodes", "permute"])
-def test_node_aware_placement_on_eight_ranks_matches_serial(haloflow_mpi, tmp_path, placement):
+def test_node_aware_placement_on_eight_ranks_matches_serial(haloflow_mpi, tmp_path, serial_3d,
+                                                            placement):
     """8 ranks emulated as 2 nodes of 4 (oversubscribed: correctness and counts only)."""
-    quick = ["--set", "mesh.cells=[12,12,12]", "--set", "boundary.front.type=wall", "--set",
-             "boundary.back.type=wall", "--steps", "3", "--quiet", "--set", "output.plots=false",
-             "--set", "postprocess.cavity=false"]
-    runs = {}
-    for n, extra in ((1, []), (8, ["--set", "parallel.ranks_per_node=4", "--set",
-                                   f"parallel.placement={placement}"])):
-        d = tmp_path / f"n{n}"
-        res = haloflow_mpi(n, "run", "cavity", "-o", str(d), *quick, *extra, timeout=240)
-        assert res.returncode == 0, res.stderr
-        runs[n] = (json.loads((d / "summary.json").read_text()), read_fields(d))
+    runs = {1: serial_3d}
+    d = tmp_path / "n8"
+    res = haloflow_mpi(8, "run", "cavity", "-o", str(d), *EIGHT, "--set",
+                       "parallel.ranks_per_node=4", "--set", f"parallel.placement={placement}",
+                       timeout=240)
+    assert res.returncode == 0, res.stderr
+    runs[8] = (json.loads((d / "summary.json").read_text()), read_fields(d))
     s8 = runs[8][0]["placement"]
     assert s8["nodes"] == 2 and s8["node_of_rank"] == [0] * 4 + [1] * 4
     assert 0 < s8["halo_cells_other_nodes"] < s8["halo_cells_same_node"]

@@ -23,13 +23,20 @@ def _run(haloflow_mpi, n, outdir, method):
     return s, read_fields(outdir)
 
 
+@pytest.fixture(scope="module")
+def serial_runs(haloflow_mpi, tmp_path_factory):
+    """Serial BiCGStab-Jacobi and serial SGS, run once for both rank counts below."""
+    return (_run(haloflow_mpi, 1, tmp_path_factory.mktemp("bicgstab"), "bicgstab-jacobi")[1],
+            _run(haloflow_mpi, 1, tmp_path_factory.mktemp("sgs1"), "sgs")[1])
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("nranks", [2, 3])
-def test_sgs_steady_cavity_matches_serial_and_bicgstab(haloflow_mpi, tmp_path, nranks):
+def test_sgs_steady_cavity_matches_serial_and_bicgstab(haloflow_mpi, tmp_path, serial_runs,
+                                                       nranks):
     """Serial BiCGStab-Jacobi, serial SGS and SGS on ``nranks`` reach one steady field to
     1e-6 (the solvers' tolerances, not their iterates, decide it)."""
-    _, ref = _run(haloflow_mpi, 1, tmp_path / "bicgstab", "bicgstab-jacobi")
-    _, serial = _run(haloflow_mpi, 1, tmp_path / "sgs1", "sgs")
+    ref, serial = serial_runs
     s, par = _run(haloflow_mpi, nranks, tmp_path / "sgsn", "sgs")
     assert s["ranks"] == nranks
     assert np.abs(serial["U"] - ref["U"]).max() < 1e-6
