@@ -281,7 +281,7 @@ def _schema() -> dict[str, Any]:
     """Keys, kinds and defaults of every section.  The names of halo strategies, solver
     algorithms and post-processors come from their registries, read on first use."""
     from .linalg.methods import PRESSURE_METHODS
-    from .parallel.halo import STRATEGIES
+    from .parallel.halo import STAGING, STRATEGIES
     from .physics import SOLVERS
 
     return {
@@ -353,7 +353,7 @@ def _schema() -> dict[str, Any]:
         "parallel": {
             "decomposition": _Key(_choice("metis", "rcb", "simple"), "metis"),
             "halo": _Key(_choice(*STRATEGIES), "aggregated"),
-            "staging": _Key(_choice("host", "device"), "host"),
+            "staging": _Key(_choice(*STAGING), "host"),
             "threads": _Key(_integer(1, 4096), 1),
             # parts onto ranks: block, nodes (two-level: nodes, then cores), permute
             "placement": _Key(_choice("block", "nodes", "permute"), "block"),

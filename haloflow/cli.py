@@ -69,9 +69,10 @@ def _run_parser(sub) -> None:
     p.add_argument("--halo", metavar="NAME",
                    help="halo-exchange strategy: perfield, packed, aggregated, neighbor or "
                         "overlap (same as --set parallel.halo=NAME)")
-    p.add_argument("--staging", choices=("host", "device"),
+    p.add_argument("--staging", choices=("host", "device", "device-aware"),
                    help="fields in host or (emulated) device memory, host<->device copies "
-                        "counted (same as --set parallel.staging=...)")
+                        "counted; device-aware: MPI reads the device buffers, no copy "
+                        "(same as --set parallel.staging=...)")
     p.add_argument("--emulate-network", metavar="NAME|FILE.out",
                    help="make messages between nodes as slow as this network (a preset of "
                         "`haloflow predict` or a NetPIPE .out file); [parallel] ranks_per_node "

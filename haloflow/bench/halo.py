@@ -25,6 +25,7 @@ examples:
   mpiexec -n 2 haloflow bench halo cavity --set mesh.cells=[128,128,1]
   mpiexec -n 2 haloflow bench halo --strategies packed,aggregated --fields 3 --repeat 5000
   mpiexec -n 2 haloflow bench halo --staging device     # count host<->device copies
+  mpiexec -n 2 haloflow bench halo --backend cuda --staging device   # ... on a GPU
   mpiexec -n 2 haloflow bench halo --set mesh.cells=[1024,1024,1] --fields 1 --spmv
 
 Times are per exchange, in microseconds: the median over R calls on the slowest rank, with
@@ -35,6 +36,8 @@ median over max(10, R/50) batches of 10 back-to-back matvecs, strategies taking 
 """
 
 BASELINE = "sendrecv"
+STAGING = ("host", "device", "device-aware")  # = parallel.halo.STAGING (no numba import here)
+BACKENDS = ("cpu", "cuda")  # = backends.BACKENDS
 
 
 def add_parser(sub) -> None:
@@ -53,9 +56,13 @@ def add_parser(sub) -> None:
     p.add_argument("--strategies", default="all",
                    help="comma-separated strategies, or 'all' (default)")
     p.add_argument("--fields", default="1,3,5", help="field counts per exchange (default 1,3,5)")
-    p.add_argument("--staging", choices=("host", "device"), default="host",
-                   help="where fields live; 'device' uses CuPy on a GPU, else emulates "
-                        "(default host)")
+    p.add_argument("--staging", choices=STAGING, default="host",
+                   help="where fields live and what MPI reads: host, device (staged "
+                        "through counted copies) or device-aware (device buffers to a "
+                        "GPU-aware MPI); default host")
+    p.add_argument("--backend", choices=BACKENDS, default="cpu",
+                   help="the device of device staging: cpu emulates one, cuda is a GPU "
+                        "(NUMBA_ENABLE_CUDASIM=1: numba's simulator); default cpu")
     p.add_argument("--repeat", type=int, default=1000, metavar="R",
                    help="timed exchanges per strategy and field count (default 1000)")
     p.add_argument("--warmup", type=int, default=100, metavar="W",
@@ -150,16 +157,18 @@ def _bench_fields(names, m, lm, comm, args) -> list[dict]:
     so that a change of machine load hits them all alike."""
     from ..parallel import halo
 
-    exs = [_Sendrecv(lm, comm, m)] + [halo.make(n, lm, comm, staging=args.staging)
-                                      for n in names]
+    exs = [_Sendrecv(lm, comm, m)] + [halo.make(n, lm, comm, staging=args.staging,
+                                                backend=args.backend) for n in names]
     sp = exs[-1].space
+    # a timed exchange ends when its last kernel has (launches return at once)
+    done = sp.backend.synchronize if sp.on_device else (lambda: None)
     gids = lm.global_cells.astype(np.float64)
     expected = [np.sin(gids * (j + 1) * 0.7311) for j in range(m)]
     fields = [sp.asarray(e) for e in expected]
     for ex, name in zip(exs, [BASELINE, *names], strict=True):
         for f in fields:
             f[lm.n_owned:] = 0.0
-        for _ in range(args.warmup):
+        for _ in range(max(1, args.warmup)):  # one at least: the ghosts are checked next
             ex.exchange(fields)
         if name == BASELINE:
             continue
@@ -173,6 +182,7 @@ def _bench_fields(names, m, lm, comm, args) -> list[dict]:
         for i, ex in enumerate(exs):
             t0 = perf_counter()
             ex.exchange(fields)
+            done()
             samples[i, r] = perf_counter() - t0
     rows = []
     for i, (ex, name) in enumerate(zip(exs, [BASELINE, *names], strict=True)):
@@ -298,6 +308,7 @@ def _chart(path: Path, rows, spmv, title: str) -> None:
 def run(args, comm) -> dict:
     import numba
 
+    from ..backends import BackendUnavailable
     from ..case import load_case
     from ..mpiutil import UserError
     from ..run.setup import local_mesh
@@ -312,14 +323,17 @@ def run(args, comm) -> dict:
     case = load_case(args.case, args.overrides)
     lm = local_mesh(case, comm)
     rows = []
-    for m in counts:
-        rows += _bench_fields(names, m, lm, comm, args)
+    try:
+        for m in counts:
+            rows += _bench_fields(names, m, lm, comm, args)
+    except BackendUnavailable as e:
+        raise UserError(str(e)) from None
     spmv = _bench_spmv(names, lm, comm, args) if args.spmv else []
     nbrs = comm.allgather(len(lm.neighbours))
     return {"case": case.name, "cells": int(lm.n_cells_global),
             "mesh_cells": list(getattr(case.mesh, "cells", [lm.n_cells_global])),
             "ranks": comm.size, "threads": args.threads,
-            "neighbours_per_rank": nbrs, "staging": args.staging,
+            "neighbours_per_rank": nbrs, "staging": args.staging, "backend": args.backend,
             "space": rows[-1]["space"], "repeat": args.repeat, "warmup": args.warmup,
             "decomposition": case.parallel.decomposition, "host": platform.node(),
             "rows": rows, "spmv": spmv}
@@ -341,7 +355,7 @@ def main(args) -> int:
                  f"({res['space']})")
         print(f"bench halo: {title}, neighbours per rank {res['neighbours_per_rank']}, "
               f"R = {res['repeat']}")
-        print(_table(res["rows"], args.staging == "device"))
+        print(_table(res["rows"], args.staging != "host"))
         if res["spmv"]:
             print(f"\nSpMV ({res['cells']} cells, {res['threads']} thread(s) per rank)")
             print(_spmv_table(res["spmv"]))

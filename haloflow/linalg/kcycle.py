@@ -1244,5 +1244,5 @@ def _supported(amg) -> bool:
         return (A.pattern.n_cols == A.pattern.n_rows and not getattr(A.ex, "neighbours", [])
                 and all(lev.ex is None for lev in levels[1:]))
     exs = [amg.A.ex] + [lev.ex for lev in levels[1:fr]]
-    return all(ex is not None and not ex.space.staged and hasattr(ex, "send_cells")
+    return all(ex is not None and not ex.space.on_device and hasattr(ex, "send_cells")
                for ex in exs)

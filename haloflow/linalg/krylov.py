@@ -1019,14 +1019,14 @@ def _self_handles_or_zeros() -> np.ndarray:
 
 def lockstep_plan(A, m: int, red: Reducer) -> LockstepPlan | None:
     """The compiled lockstep solve's plan for matrix ``A`` and ``m`` components, or None
-    where the Python path must run: no C MPI functions, device-staged
+    where the Python path must run: no C MPI functions, device-resident
     fields or an exchanger without a pack layout.  Every rank of a parallel run decides the
     same (one set-up collective)."""
     if not red.parallel and not A.ex.neighbours:
         return LockstepPlan(A, m)
     ex = A.ex
     ok = (hasattr(ex, "send_cells")
-          and not getattr(getattr(ex, "space", None), "staged", False))
+          and not getattr(getattr(ex, "space", None), "on_device", False))
     addr = mpicall.addresses() if ok else None
     ok = addr is not None and red.parallel
     if red.parallel:

@@ -54,6 +54,17 @@ def _libmpi_path() -> str | None:
     return ctypes.util.find_library("mpi")
 
 
+def libmpi() -> ctypes.CDLL | None:
+    """The MPI library mpi4py loaded, opened with ctypes (None where it cannot be found)."""
+    from mpi4py import MPI
+
+    path = _libmpi_path()
+    try:
+        return ctypes.CDLL(path) if path else ctypes.CDLL(MPI.__file__)
+    except OSError:
+        return None
+
+
 _WRAPPED: dict[str, int] = {}  # functions replaced by an emulated network's wrappers
 
 
@@ -76,11 +87,10 @@ def library_addresses() -> dict[str, int] | None:
     """The MPI library's own functions (see :func:`addresses`)."""
     if os.environ.get("HALOFLOW_NO_CMPI"):
         return None
-    from mpi4py import MPI
-
-    path = _libmpi_path()
+    mpi = libmpi()
+    if mpi is None:
+        return None
     try:
-        mpi = ctypes.CDLL(path) if path else ctypes.CDLL(MPI.__file__)
         libc = ctypes.CDLL(ctypes.util.find_library("c"))
         fns = {k: getattr(mpi, name) for k, name in FUNCTIONS.items()}
         fns["clock"] = libc.clock_gettime

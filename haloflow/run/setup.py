@@ -150,7 +150,7 @@ def solver_on(case, lmesh, comm, red, timers) -> tuple:
     from ..post import enabled
 
     # the solver's fields are numpy arrays: device staging is emulated, copies counted
-    ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging, gpu=False)
+    ex = halo.make(case.parallel.halo, lmesh, comm, staging=case.parallel.staging)
     solver = make_solver(lmesh, ex, red, timers, solver=case.solver, physics=case.physics,
                          boundary=case.boundary, initial=case.initial, mesh=case.mesh,
                          halo=case.parallel.halo)

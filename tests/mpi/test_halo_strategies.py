@@ -8,7 +8,8 @@ Ghost patterns come from hypothesis, of two kinds:
 - ``mesh``: a small box with a random cell-to-rank map, cut by ``build_local`` (ranks may
   own nothing, or be cut off from everyone).
 
-For each pattern, every strategy with host and device staging and a random field count must
+For each pattern, every strategy with each staging (host, device, device-aware; the device
+emulated by the cpu backend) and a random field count must
 fill every ghost exactly, and count messages, bytes and staging copies by the formulas of
 ``parallel/halo/staging.py``.
 """
@@ -102,9 +103,9 @@ def check(spec, m, salt, comm) -> list[str]:
     lm, gids = build(spec, comm)
     n_own, n_cells = lm.n_owned, len(gids)
     errs = []
-    for staging in ("host", "device"):
+    for staging in halo.STAGING:
         for name in halo.STRATEGIES:
-            ex = halo.make(name, lm, comm, staging=staging, gpu=False)
+            ex = halo.make(name, lm, comm, staging=staging)
             want = [np.sin(gids * (1.37 + j) + salt) * 1e3 for j in range(m)]
             fields = [w.copy() for w in want]
             for f in fields:
@@ -172,9 +173,10 @@ def test_every_strategy_fills_every_ghost(nranks):
 @pytest.mark.mpi
 def test_cavity_bitwise_identical_across_strategies(haloflow_mpi, tmp_path):
     """20 steps of the 16² cavity on 3 ranks: U and p equal bit for bit for every strategy,
-    and with device staging, whose copies are counted."""
+    and with device staging (copies counted) and device-aware staging (none)."""
     ref = None
-    runs = [(name, "host") for name in STRATEGIES] + [("packed", "device")]
+    runs = [(name, "host") for name in STRATEGIES] + [("packed", "device"),
+                                                      ("aggregated", "device-aware")]
     for name, staging in runs:
         out = tmp_path / f"{name}-{staging}"
         _ok(haloflow_mpi(3, "run", "cavity", "-o", str(out), "--set", "mesh.cells=[16,16,1]",
@@ -216,3 +218,52 @@ def test_bench_halo_writes_table_json_and_chart(haloflow_mpi, tmp_path):
         assert rows["packed", m]["bytes"] == m * rows["packed", 1]["bytes"]
     assert [r["strategy"] for r in data["spmv"]] == [*STRATEGIES, "overlap[packed]"]
     assert all(r["bitwise_equal"] for r in data["spmv"])
+
+
+def _sim(*args, n=2):
+    """``haloflow`` on ``n`` ranks with the cuda backend in numba's CUDA simulator."""
+    from tests.mpi.conftest import require_mpiexec, run_mpi
+
+    return run_mpi(require_mpiexec(), n, "-m", "haloflow", *args, timeout=180,
+                   env={"NUMBA_ENABLE_CUDASIM": "1"})
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("staging", ["device", "device-aware"])
+def test_bench_halo_on_the_cuda_simulator(staging, tmp_path):
+    """The cuda backend's pack and unpack kernels in numba's simulator, 2 ranks: ghosts
+    checked against their owners inside the benchmark, copies and bytes per exchange by the
+    formulas (seed 004: whole fields, per neighbour and field, one buffer; none when MPI
+    reads device memory)."""
+    out = tmp_path / "bench.json"
+    _ok(_sim("bench", "halo", "--backend", "cuda", "--staging", staging, "--set",
+             "mesh.cells=[8,6,1]", "--set", "parallel.decomposition=simple", "--strategies",
+             "perfield,packed,aggregated", "--fields", "1,2", "--repeat", "3", "--warmup", "1",
+             "-o", str(out)))
+    data = json.loads(out.read_text())
+    assert "simulator" in data["space"] and data["backend"] == "cuda"
+    assert data["neighbours_per_rank"] == [1, 1]
+    rows = {(r["strategy"], r["fields"]): r for r in data["rows"]}
+    s1, s2 = 48 // 2 + 6, 6  # cells of a rank's field (owned + ghosts), boundary values sent
+    for m in (1, 2):  # per exchange, summed over both ranks
+        want = {"perfield": (2 * 2 * m, 2 * 2 * m * s1 * 8),
+                "packed": (2 * 2 * m, 2 * 2 * m * s2 * 8),
+                "aggregated": (2 * 2, 2 * 2 * m * s2 * 8)}
+        for name, (copies, nbytes) in want.items():
+            got = rows[name, m]["copies"], rows[name, m]["copy_bytes"]
+            assert got == ((copies, nbytes) if staging == "device" else (0, 0)), (name, m)
+
+
+@pytest.mark.mpi
+def test_backend_cuda_without_a_gpu_is_one_line(tmp_path):
+    """No GPU and no simulator: exit 2 and one line saying why (skipped where a GPU is)."""
+    from tests.mpi.conftest import require_mpiexec, run_mpi
+
+    res = run_mpi(require_mpiexec(), 1, "-m", "haloflow", "bench", "halo", "--backend", "cuda",
+                  "--staging", "device", "--set", "mesh.cells=[4,4,1]", "--repeat", "1",
+                  "-o", str(tmp_path / "b.json"), env={"NUMBA_ENABLE_CUDASIM": "0"})
+    if res.returncode == 0:
+        pytest.skip("a CUDA GPU is present")
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "backend cuda" in lines[0], res.stderr

@@ -30,7 +30,7 @@ def _self_pattern():
 def test_unknown_names_list_the_valid_ones():
     with pytest.raises(ValueError, match="perfield, packed, aggregated, neighbor, overlap"):
         halo.make("fastest", _self_pattern(), COMM)
-    with pytest.raises(ValueError, match="host, device"):
+    with pytest.raises(ValueError, match="host, device, device-aware"):
         halo.make("packed", _self_pattern(), COMM, staging="gpu")
     with pytest.raises(CaseError, match='"perfield", "packed", "aggregated", "neighbor" or'):
         load_case("cavity", ["parallel.halo=fastest"])
@@ -39,11 +39,14 @@ def test_unknown_names_list_the_valid_ones():
 
 @pytest.mark.parametrize("name", list(halo.STRATEGIES))
 @pytest.mark.parametrize("m", [1, 3])
-def test_staging_copy_counts(name, m):
-    """Device staging copies per exchange: 2M (perfield), 2MN (packed), 2 (one buffer)."""
+@pytest.mark.parametrize("staging", ["device", "device-aware"])
+def test_staging_copy_counts(name, m, staging):
+    """Device staging copies per exchange: 2M (perfield), 2MN (packed), 2 (one buffer);
+    device-aware staging none (MPI reads the device buffers)."""
     lm = _self_pattern()
-    ex = halo.make(name, lm, COMM, staging="device", gpu=False)
-    assert ex.space.staged and ex.overlaps == (name == "overlap")
+    ex = halo.make(name, lm, COMM, staging=staging)
+    aware = staging == "device-aware"
+    assert ex.space.on_device and ex.space.staged != aware and ex.overlaps == (name == "overlap")
     fields = [np.arange(15.0) * (j + 1) for j in range(m)]
     for f in fields:
         f[10:] = np.nan
@@ -51,8 +54,8 @@ def test_staging_copy_counts(name, m):
     for f in fields:
         np.testing.assert_array_equal(f[10:], f[[7, 1, 3, 2, 9]])
     st, n, s1, s2 = ex.stats, 2, 15, 5
-    copies = {"perfield": 2 * m, "packed": 2 * m * n}.get(name, 2)
-    values = 2 * m * s1 if name == "perfield" else 2 * m * s2
+    copies = 0 if aware else {"perfield": 2 * m, "packed": 2 * m * n}.get(name, 2)
+    values = 0 if aware else 2 * m * s1 if name == "perfield" else 2 * m * s2
     assert (st.calls, st.copies, st.copy_bytes) == (1, copies, 8 * values)
     assert (st.messages, st.bytes) == ((m * n if name == "perfield" else n), 8 * m * s2)
     assert st.copy_s <= st.pack_s + st.unpack_s
@@ -134,3 +137,63 @@ def test_overlapped_spmv_is_bitwise_identical(nparts):
         assert np.array_equal(out[True][0], out[False][0])
         assert np.array_equal(out[True][1], out[False][1])
         assert not np.isnan(out[True][0]).any()
+
+
+SIM_CHECK = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from types import SimpleNamespace
+from haloflow.parallel import halo
+lm = SimpleNamespace(n_owned=10, neighbours=np.array([0, 0]), send_ptr=np.array([0, 3, 5]),
+                     send_cells=np.array([7, 1, 3, 2, 9]), recv_ptr=np.array([0, 3, 5]))
+for staging in ("device", "device-aware"):
+    for name in halo.STRATEGIES:
+        ex = halo.make(name, lm, MPI.COMM_SELF, staging=staging, backend="cuda")
+        assert "simulator" in ex.space.name, ex.space.name
+        for m in (1, 3):
+            want = [np.sin(np.arange(15.0) * (j + 1)) for j in range(m)]
+            for w in want:
+                w[10:] = w[[7, 1, 3, 2, 9]]
+            fields = [ex.space.asarray(np.where(np.arange(15) < 10, w, np.nan)) for w in want]
+            c0 = ex.stats.copies
+            (ex.exchange if m == 1 else lambda f: ex.finish(ex.start(f)))(fields)
+            got = [ex.space.to_numpy(f) for f in fields]
+            assert all(np.array_equal(g, w) for g, w in zip(got, want)), (staging, name, m)
+            print(staging, name, m, ex.stats.copies - c0)
+        ex.close()
+"""
+
+
+def test_cuda_backend_in_the_simulator():
+    """The cuda backend's pack/unpack kernels (numba's CUDA simulator, in a process of its
+    own: the simulator is chosen when numba loads) fill every ghost, for every strategy;
+    copies per exchange as with the emulated device, none device-aware."""
+    import os
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", SIM_CHECK], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+    assert res.returncode == 0, res.stderr
+    n = 2
+    for line in res.stdout.splitlines():
+        staging, name, m, copies = line.split()
+        m = int(m)
+        want = 0 if staging == "device-aware" else {"perfield": 2 * m,
+                                                    "packed": 2 * m * n}.get(name, 2)
+        assert int(copies) == want, line
+    assert len(res.stdout.splitlines()) == 2 * 5 * 2
+
+
+def test_cuda_backend_without_a_gpu_says_why():
+    from numba import cuda
+
+    from haloflow import backends
+
+    if cuda.is_available():
+        pytest.skip("a CUDA device (or the simulator) is present")
+    with pytest.raises(backends.BackendUnavailable, match="backend cuda: no CUDA GPU"):
+        backends.make("cuda")
+    with pytest.raises(ValueError, match="expected one of cpu, cuda"):
+        backends.make("tpu")

@@ -2,7 +2,8 @@
 
 Every strategy fills every ghost with its owner's value, bit for bit, so the choice changes
 speed and never results.  ``staging="device"`` keeps fields in (possibly emulated) device
-memory and counts the host<->device copies each strategy needs (see :mod:`.staging`).
+memory and counts the host<->device copies each strategy needs; ``"device-aware"`` hands
+device buffers to a GPU-aware MPI (see :mod:`.staging`).
 
 The registry names each strategy's class as ``"module:Class"``, imported when first made:
 reading the names (the case file's schema, command-line choices) costs no numba or MPI
@@ -18,7 +19,7 @@ STRATEGIES = {
     "neighbor": "neighbor:NeighborExchanger",
     "overlap": "overlap:OverlapExchanger",
 }
-STAGING = ("host", "device")  # where fields live (see .staging)
+STAGING = ("host", "device", "device-aware")  # where fields live, what MPI reads (.staging)
 
 _LAZY = {"Exchanger": "base:Exchanger", "HaloStats": "base:HaloStats"}
 
@@ -38,14 +39,16 @@ def strategy(name: str) -> type:
     return _resolve(target)
 
 
-def make(name: str, lmesh, comm, staging: str = "host", gpu: bool | None = None):
+def make(name: str, lmesh, comm, staging: str = "host", backend=None):
     """Create the exchanger called ``name`` for this rank's LocalMesh (or any object with
     ``n_owned``, ``neighbours``, ``send_ptr``, ``send_cells`` and ``recv_ptr``).
 
-    ``gpu=None`` puts device-staged fields on a GPU where CuPy finds one, ``False`` emulates.
+    ``backend`` (a name or object of :mod:`haloflow.backends`) holds the device of
+    ``device`` and ``device-aware`` staging: ``cpu`` (the default) emulates one, ``cuda``
+    is a GPU (or numba's CUDA simulator).
     ``neighbor`` is collective: every rank of ``comm`` must create it.
     """
-    return strategy(name)(lmesh, comm, staging, gpu)
+    return strategy(name)(lmesh, comm, staging, backend)
 
 
 def warm(max_fields: int = 5) -> None:

@@ -7,7 +7,7 @@ called from compiled code (:mod:`haloflow.parallel.mpicall`), a blocking exchang
 single numba call (pack, start, wait, unpack, counters and clocks included) and
 ``start``/``finish`` are one call each; otherwise, and with device staging, the same steps
 run through mpi4py.  With device staging the buffer crosses between device and host in
-exactly two copies.
+exactly two copies; with ``device-aware`` staging the requests are made on device memory.
 """
 
 from __future__ import annotations
@@ -95,17 +95,18 @@ class _Buffers:
 
     def __init__(self, ex: AggregatedExchanger, m: int):
         s, r = m * ex.n_send, m * ex.n_recv
-        self.buf = np.empty(s + r)
+        space = ex.space
+        self.buf = space.buffer(s + r)
         send, recv = self.buf[:s], self.buf[s:]
         sp, rp = m * ex.send_ptr, m * ex.recv_ptr
-        self.reqs = [ex.comm.Recv_init([recv[rp[k]:rp[k + 1]], MPI.DOUBLE], q, TAG)
+        self.reqs = [ex.comm.Recv_init([space.mpi(recv[rp[k]:rp[k + 1]]), MPI.DOUBLE], q, TAG)
                      for k, q in enumerate(ex.neighbours)]
-        self.reqs += [ex.comm.Send_init([send[sp[k]:sp[k + 1]], MPI.DOUBLE], q, TAG)
+        self.reqs += [ex.comm.Send_init([space.mpi(send[sp[k]:sp[k + 1]]), MPI.DOUBLE], q, TAG)
                       for k, q in enumerate(ex.neighbours)]
         self.free = weakref.finalize(self, _free, list(self.reqs))
         self.send, self.recv = send, recv
-        if ex.space.staged:
-            self.dsend, self.drecv = ex.space.empty(s), ex.space.empty(r)
+        if space.staged:
+            self.dsend, self.drecv = space.empty(s), space.empty(r)
         addr = mpicall.addresses()
         if not ex.compiled or addr is None:
             return
@@ -126,10 +127,10 @@ class AggregatedExchanger(Exchanger):
     name = "aggregated"
     buffers_class = _Buffers
 
-    def __init__(self, lmesh, comm, staging="host", gpu=None, compiled=None):
-        super().__init__(lmesh, comm, staging, gpu)
+    def __init__(self, lmesh, comm, staging="host", backend=None, compiled=None):
+        super().__init__(lmesh, comm, staging, backend)
         self.plan = np.concatenate([self.send_ptr, self.recv_ptr])
-        self.compiled = (compiled is not False and not self.space.staged
+        self.compiled = (compiled is not False and not self.space.on_device
                          and mpicall.addresses() is not None)
 
     def exchange(self, fields) -> None:

@@ -57,18 +57,19 @@ class Exchanger:
     compute on owned cells while messages are in flight, provided it neither writes the
     fields nor reads their ghosts in between.  Fields are 1-D contiguous float64 arrays of
     length ``n_owned + n_ghost``, living in ``self.space`` (host memory, or the device
-    memory of ``staging="device"``).  ``overlaps`` tells callers whether they should put
-    interior work between ``start`` and ``finish``: only the ``overlap`` strategy says yes.
+    memory of ``staging="device"`` and ``"device-aware"``: see :mod:`.staging`).
+    ``overlaps`` tells callers whether they should put interior work between ``start`` and
+    ``finish``: only the ``overlap`` strategy says yes.
     """
 
     name = "base"
     overlaps = False
     buffers_class = None  # per-field-count buffers of a strategy: ``buffers_class(self, m)``
 
-    def __init__(self, lmesh, comm, staging="host", gpu=None):
+    def __init__(self, lmesh, comm, staging="host", backend=None):
         self.comm = comm
         self._stats = HaloStats()
-        self.space = _staging.make(staging, self._stats, gpu)
+        self.space = _staging.make(staging, self._stats, backend)
         self.n_owned = int(lmesh.n_owned)
         self.neighbours = [int(q) for q in lmesh.neighbours]
         self.send_ptr = np.asarray(lmesh.send_ptr, dtype=np.int64)
@@ -100,12 +101,15 @@ class Exchanger:
 
     def _pack_contiguous(self, fields, b) -> None:
         """Every neighbour's outgoing values into ``b.send`` (through ``b.dsend`` and one
-        device->host copy when staged)."""
+        device->host copy when staged; on the device, finished before MPI reads it)."""
         sp = self.space
         if sp.staged:
             sp.pack(fields, self.send_cells, self.send_ptr, b.dsend)
             if self.neighbours:
                 sp.copy(b.send, b.dsend)
+        elif sp.on_device:
+            sp.pack(fields, self.send_cells, self.send_ptr, b.send)
+            sp.ready()
         else:
             pack(fields, self.send_cells, self.send_ptr, b.send)
 
@@ -116,6 +120,8 @@ class Exchanger:
             if self.neighbours:
                 sp.copy(b.drecv, b.recv)
             sp.unpack(b.drecv, self.recv_ptr, self.n_owned, fields)
+        elif sp.on_device:
+            sp.unpack(b.recv, self.recv_ptr, self.n_owned, fields)
         else:
             unpack(b.recv, self.recv_ptr, self.n_owned, fields)
 

@@ -8,36 +8,12 @@ neighbour-major, then field, then cell,
 so the message for neighbour k is the contiguous slice ``m * ptr[k] : m * ptr[k + 1]`` and
 a strategy that sends one message per neighbour, or one per field, cuts it from the same
 buffer.  Receive buffers use the same layout over ``recv_ptr``, and ghosts from neighbour k
-are the contiguous cells ``first + ptr[k] ...``.
+are the contiguous cells ``first + ptr[k] ...``.  The kernels are the ``cpu`` backend's
+(:mod:`haloflow.backends`); the ``cuda`` backend keeps the same layout on the device.
 """
 
 from __future__ import annotations
 
-import numba as nb
+from ...backends.cpu import pack, unpack
 
-
-@nb.njit(cache=True)
-def pack(fields, cells, ptr, buf):
-    m = len(fields)
-    for k in range(len(ptr) - 1):
-        lo = ptr[k]
-        n = ptr[k + 1] - lo
-        for j in range(m):
-            f = fields[j]
-            o = m * lo + j * n
-            for i in range(n):
-                buf[o + i] = f[cells[lo + i]]
-
-
-@nb.njit(cache=True)
-def unpack(buf, ptr, first, fields):
-    m = len(fields)
-    for k in range(len(ptr) - 1):
-        lo = ptr[k]
-        n = ptr[k + 1] - lo
-        g = first + lo
-        for j in range(m):
-            f = fields[j]
-            o = m * lo + j * n
-            for i in range(n):
-                f[g + i] = buf[o + i]
+__all__ = ["pack", "unpack"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import weakref
 
-import numpy as np
 from mpi4py import MPI
 
 from .base import Exchanger
@@ -23,20 +22,20 @@ def _free(comm):
 
 class _Buffers:
     def __init__(self, ex: NeighborExchanger, m: int):
-        self.send = np.empty(m * ex.n_send)
-        self.recv = np.empty(m * ex.n_recv)
-        self.sspec = [self.send, (m * ex.send_counts, m * ex.send_ptr[:-1]), MPI.DOUBLE]
-        self.rspec = [self.recv, (m * ex.recv_counts, m * ex.recv_ptr[:-1]), MPI.DOUBLE]
-        if ex.space.staged:
-            self.dsend, self.drecv = ex.space.empty(len(self.send)), ex.space.empty(len(self.recv))
+        sp = ex.space
+        self.send, self.recv = sp.buffer(m * ex.n_send), sp.buffer(m * ex.n_recv)
+        self.sspec = [sp.mpi(self.send), (m * ex.send_counts, m * ex.send_ptr[:-1]), MPI.DOUBLE]
+        self.rspec = [sp.mpi(self.recv), (m * ex.recv_counts, m * ex.recv_ptr[:-1]), MPI.DOUBLE]
+        if sp.staged:
+            self.dsend, self.drecv = sp.empty(len(self.send)), sp.empty(len(self.recv))
 
 
 class NeighborExchanger(Exchanger):
     name = "neighbor"
     buffers_class = _Buffers
 
-    def __init__(self, lmesh, comm, staging="host", gpu=None):
-        super().__init__(lmesh, comm, staging, gpu)
+    def __init__(self, lmesh, comm, staging="host", backend=None):
+        super().__init__(lmesh, comm, staging, backend)
         self.graph = comm.Create_dist_graph_adjacent(
             self.neighbours, self.neighbours, reorder=False)
         self._free = weakref.finalize(self, _free, self.graph)

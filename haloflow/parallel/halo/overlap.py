@@ -20,13 +20,13 @@ class OverlapExchanger(Exchanger):
     name = "overlap"
     overlaps = True
 
-    def __init__(self, lmesh, comm, staging="host", gpu=None, inner="aggregated"):
+    def __init__(self, lmesh, comm, staging="host", backend=None, inner="aggregated"):
         try:
             cls = INNER[inner]
         except KeyError:
             raise ValueError(f"overlap cannot wrap {inner!r} (expected one of "
                              f"{', '.join(INNER)})") from None
-        self.inner = cls(lmesh, comm, staging, gpu)
+        self.inner = cls(lmesh, comm, staging, backend)
         for a in ("comm", "space", "n_owned", "neighbours", "send_ptr", "recv_ptr",
                   "send_cells", "send_counts", "recv_counts", "n_send", "n_recv"):
             setattr(self, a, getattr(self.inner, a))

@@ -3,7 +3,8 @@
 The bandwidth-optimised strategy: N messages per exchange whatever the field count, each
 sent as soon as it is packed.  Buffers are allocated once per field count and reused, so an
 exchange allocates nothing but its requests.  With device staging each neighbour's values
-cross field by field (2 M N copies), as a code that stages per neighbour and field does.
+cross field by field (2 M N copies), as a code that stages per neighbour and field does;
+with ``device-aware`` staging MPI reads each neighbour's device buffer.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ TAG = 7301
 
 class _Buffers:
     def __init__(self, ex: PackedExchanger, m: int):
-        self.send = np.empty(m * ex.n_send)
-        self.recv = np.empty(m * ex.n_recv)
+        space = ex.space
+        self.send, self.recv = space.buffer(m * ex.n_send), space.buffer(m * ex.n_recv)
         sp, rp = m * ex.send_ptr, m * ex.recv_ptr
         nb = range(len(ex.neighbours))
         self.sends = [self.send[sp[k]:sp[k + 1]] for k in nb]
-        self.recvs = [[self.recv[rp[k]:rp[k + 1]], MPI.DOUBLE] for k in nb]
-        if ex.space.staged:  # device buffers and (device, host) row pairs per neighbour
-            self.dsend = ex.space.empty(m * ex.n_send)
-            self.drecv = ex.space.empty(m * ex.n_recv)
+        self.msends = [[space.mpi(s), MPI.DOUBLE] for s in self.sends]
+        self.recvs = [[space.mpi(self.recv[rp[k]:rp[k + 1]]), MPI.DOUBLE] for k in nb]
+        if space.staged:  # device buffers and (device, host) row pairs per neighbour
+            self.dsend = space.empty(m * ex.n_send)
+            self.drecv = space.empty(m * ex.n_recv)
             self.dsends = [self.dsend[sp[k]:sp[k + 1]] for k in nb]
             self.out_rows = [_rows(self.dsend[sp[k]:sp[k + 1]], self.sends[k], m) for k in nb]
             self.in_rows = [_rows(self.recv[rp[k]:rp[k + 1]], self.drecv[rp[k]:rp[k + 1]], m)
@@ -36,15 +38,16 @@ class _Buffers:
 
 def _rows(src, dst, m):
     """(dst row, src row) pairs: the message of one neighbour, field by field."""
-    return list(zip(dst.reshape(m, -1), src.reshape(m, -1), strict=True))
+    n = len(src) // m
+    return [(dst[j * n:(j + 1) * n], src[j * n:(j + 1) * n]) for j in range(m)]
 
 
 class PackedExchanger(Exchanger):
     name = "packed"
     buffers_class = _Buffers
 
-    def __init__(self, lmesh, comm, staging="host", gpu=None):
-        super().__init__(lmesh, comm, staging, gpu)
+    def __init__(self, lmesh, comm, staging="host", backend=None):
+        super().__init__(lmesh, comm, staging, backend)
         # per neighbour: its send cells and a local [0, count] pointer, for one-neighbour packs
         sp = self.send_ptr
         self._cells = [self.send_cells[sp[k]:sp[k + 1]] for k in range(len(self.neighbours))]
@@ -66,12 +69,15 @@ class PackedExchanger(Exchanger):
                 sp.pack(fields, self._cells[k], self._ptrs[k], b.dsends[k])
                 for dst, src in b.out_rows[k]:
                     sp.copy(dst, src)
+            elif sp.on_device:
+                sp.pack(fields, self._cells[k], self._ptrs[k], b.sends[k])
+                sp.ready()
             else:
                 pack(fields, self._cells[k], self._ptrs[k], b.sends[k])
             st.pack_s += self._clock() - t0
             if self._emu is not None:
                 self._emu.settle()
-            reqs.append(self.comm.Isend([b.sends[k], MPI.DOUBLE], dest=q, tag=TAG))
+            reqs.append(self.comm.Isend(b.msends[k], dest=q, tag=TAG))
             if self._emu is not None:
                 self._emu.resume()
         st.messages += len(self.neighbours)
@@ -95,6 +101,8 @@ class PackedExchanger(Exchanger):
                 for dst, src in rows:
                     sp.copy(dst, src)
             sp.unpack(b.drecv, self.recv_ptr, self.n_owned, fields)
+        elif sp.on_device:
+            sp.unpack(b.recv, self.recv_ptr, self.n_owned, fields)
         else:
             unpack(b.recv, self.recv_ptr, self.n_owned, fields)
         st.wait_s += t1 - t0

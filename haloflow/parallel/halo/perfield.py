@@ -4,7 +4,8 @@ The "original" way, kept as the baseline the others are measured against.  Every
 visits its neighbours in ascending rank order, which cannot deadlock: the lowest blocked
 rank always finds its partner waiting for it.  With device staging each whole field goes to
 the host and back (2 M copies of S1 values), as code that only knows whole arrays does.
-The exchange is complete when ``start`` returns; ``finish`` has nothing left to do.
+With ``device-aware`` staging each field is packed on the device and MPI reads the device
+buffer.  The exchange is complete when ``start`` returns; ``finish`` has nothing left to do.
 """
 
 from __future__ import annotations
@@ -21,19 +22,21 @@ TAG = 7300
 class PerFieldExchanger(Exchanger):
     name = "perfield"
 
-    def __init__(self, lmesh, comm, staging="host", gpu=None):
-        super().__init__(lmesh, comm, staging, gpu)
-        self._send = np.empty(self.n_send)
-        self._recv = np.empty(self.n_recv)
-        sp, rp = self.send_ptr, self.recv_ptr
-        self._msgs = [([self._send[sp[k]:sp[k + 1]], MPI.DOUBLE], q,
-                       [self._recv[rp[k]:rp[k + 1]], MPI.DOUBLE])
+    def __init__(self, lmesh, comm, staging="host", backend=None):
+        super().__init__(lmesh, comm, staging, backend)
+        space = self.space
+        dev = space.on_device and not space.staged  # device-aware: MPI reads device buffers
+        self._send = space.empty(self.n_send) if dev else np.empty(self.n_send)
+        self._recv = space.empty(self.n_recv) if dev else np.empty(self.n_recv)
+        sp, rp, mpi = self.send_ptr, self.recv_ptr, space.mpi if dev else (lambda a: a)
+        self._msgs = [([mpi(self._send[sp[k]:sp[k + 1]]), MPI.DOUBLE], q,
+                       [mpi(self._recv[rp[k]:rp[k + 1]]), MPI.DOUBLE])
                       for k, q in enumerate(self.neighbours)]
         self._mirrors: list[np.ndarray] = []  # host copies of whole fields (device staging)
 
     def _mirror(self, j: int, n: int) -> np.ndarray:
         while len(self._mirrors) <= j:
-            self._mirrors.append(np.empty(n))
+            self._mirrors.append(self.space.buffer(n))
         return self._mirrors[j]
 
     def start(self, fields):
@@ -48,7 +51,11 @@ class PerFieldExchanger(Exchanger):
             if sp.staged:
                 h = self._mirror(j, len(f))
                 sp.copy(h, f)
-            pack((h,), self.send_cells, self.send_ptr, self._send)
+            if sp.on_device and not sp.staged:
+                sp.pack((f,), self.send_cells, self.send_ptr, self._send)
+                sp.ready()
+            else:
+                pack((h,), self.send_cells, self.send_ptr, self._send)
             if self._emu is not None:
                 self._emu.settle()
             t1 = self._clock()
@@ -57,7 +64,10 @@ class PerFieldExchanger(Exchanger):
             if self._emu is not None:
                 self._emulate(1)
             t2 = self._clock()
-            unpack(self._recv, self.recv_ptr, self.n_owned, (h,))
+            if sp.on_device and not sp.staged:
+                sp.unpack(self._recv, self.recv_ptr, self.n_owned, (f,))
+            else:
+                unpack(self._recv, self.recv_ptr, self.n_owned, (h,))
             if sp.staged:
                 sp.copy(f, h)
             st.pack_s += t1 - t0

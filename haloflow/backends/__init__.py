@@ -1,0 +1,37 @@
+"""Where kernels run and arrays live: ``make("cpu")`` or ``make("cuda")``.
+
+A backend owns device arrays, the kernels that work on them and the copies between device
+and host memory (PyFR's backends, Oceananigans' architectures).  ``cpu`` is numba on the
+host; ``cuda`` is numba-cuda on an NVIDIA GPU, or numba's CUDA simulator when
+``NUMBA_ENABLE_CUDASIM=1`` (how CI, which has no GPU, tests it).  So far the halo exchange
+runs on either (:mod:`haloflow.parallel.halo.staging`); the solver's kernels run on ``cpu``.
+
+Importing this package imports neither numba nor numba-cuda: the names are read by the
+case schema and the command line.
+"""
+
+from __future__ import annotations
+
+BACKENDS = ("cpu", "cuda")
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend asked for cannot run here; the message says why in one line."""
+
+
+def make(name: str | None = "cpu"):
+    """The backend called ``name`` (``None`` means ``cpu``)."""
+    if name is None or name == "cpu":
+        from .cpu import CpuBackend
+
+        return CpuBackend()
+    if name == "cuda":
+        try:
+            from .cuda import CudaBackend
+        except ImportError as e:  # numba without its CUDA target
+            raise BackendUnavailable(f"backend cuda needs numba-cuda ({e})") from None
+        return CudaBackend()
+    raise ValueError(f"unknown backend {name!r} (expected one of {', '.join(BACKENDS)})")
+
+
+__all__ = ["BACKENDS", "BackendUnavailable", "make"]

@@ -1,0 +1,159 @@
+"""The ``cuda`` backend: numba-cuda kernels and device arrays on an NVIDIA GPU.
+
+With ``NUMBA_ENABLE_CUDASIM=1`` numba runs the same kernels in its CUDA simulator, on host
+memory: slow, but exact, which is how machines without a GPU test this backend.
+
+Pack and unpack keep the layout of the ``cpu`` kernels (:mod:`haloflow.parallel.halo.kernels`):
+one thread per boundary value, one launch per field, each thread finding its place in the
+buffer from two per-slot tables (its neighbour's first slot and count) uploaded once per
+index list.  Launches are asynchronous: :meth:`synchronize` must come before MPI reads a
+buffer a kernel wrote (a copy to the host waits by itself).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import warnings
+
+import numpy as np
+from numba import cuda
+from numba.core import config as numba_config
+
+from . import BackendUnavailable
+
+# a halo is a few thousand values: a grid that leaves most of the GPU idle is the point, and
+# the exchange is short of launches and copies, not of occupancy
+warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely")
+
+THREADS = 256  # threads per block of the pack and unpack kernels on a GPU
+SIM_THREADS = 16  # ... in the simulator, which runs each thread as a Python thread
+
+
+@cuda.jit
+def _pack_field(f, cells, slot_lo, slot_n, m, j, buf):
+    s = cuda.grid(1)
+    if s < cells.size:
+        lo = slot_lo[s]
+        buf[m * lo + j * slot_n[s] + s - lo] = f[cells[s]]
+
+
+@cuda.jit
+def _unpack_field(buf, slot_lo, slot_n, m, j, first, f):
+    s = cuda.grid(1)
+    if s < slot_lo.size:
+        lo = slot_lo[s]
+        f[first + s] = buf[m * lo + j * slot_n[s] + s - lo]
+
+
+def _slot_tables(ptr):
+    """Per slot of a send/recv list: its neighbour's first slot and number of slots."""
+    ptr = np.asarray(ptr, dtype=np.int64)
+    counts = np.diff(ptr)
+    return np.repeat(ptr[:-1], counts), np.repeat(counts, counts)
+
+
+class CudaBackend:
+    name = "cuda"
+    device = True
+
+    def __init__(self):
+        if not cuda.is_available():
+            raise BackendUnavailable("backend cuda: no CUDA GPU or driver found (numba.cuda."
+                                     "is_available() is false; NUMBA_ENABLE_CUDASIM=1 "
+                                     "simulates one)")
+        self.cuda = cuda
+        self.simulated = bool(numba_config.ENABLE_CUDASIM)
+        self._pack, self._unpack = _pack_field, _unpack_field
+        self.threads = SIM_THREADS if self.simulated else THREADS
+        self._tables: dict = {}  # id(host index array) -> (array kept alive, device copies)
+
+    def describe(self) -> str:
+        if self.simulated:
+            return "cuda (numba's CUDA simulator: no GPU, host memory)"
+        dev = self.cuda.get_current_device()
+        name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+        return f"cuda ({name}, compute capability {dev.compute_capability[0]}." \
+               f"{dev.compute_capability[1]})"
+
+    # arrays and copies ------------------------------------------------------------------
+    def empty(self, n: int):
+        return self.cuda.device_array(n, dtype=np.float64)
+
+    def host_empty(self, n: int) -> np.ndarray:
+        """A page-locked host buffer: the GPU copies it by DMA at full PCI-E speed."""
+        return self.cuda.pinned_array(n, dtype=np.float64)
+
+    def to_device(self, a):
+        return self.cuda.to_device(np.ascontiguousarray(a, dtype=np.float64))
+
+    def to_host(self, a) -> np.ndarray:
+        return a.copy_to_host()
+
+    def copy_to_host(self, dst: np.ndarray, src) -> None:
+        src.copy_to_host(dst)
+
+    def copy_to_device(self, dst, src: np.ndarray) -> None:
+        dst.copy_to_device(src)
+
+    def synchronize(self) -> None:
+        self.cuda.synchronize()
+
+    # kernels ----------------------------------------------------------------------------
+    def _index(self, a, ptr=None):
+        """Device copies of an index list (and of its slot tables), uploaded once."""
+        key = (id(a), None if ptr is None else id(ptr))
+        got = self._tables.get(key)
+        if got is None:
+            dev = [self.cuda.to_device(np.ascontiguousarray(a, dtype=np.int64))]
+            if ptr is not None:
+                dev += [self.cuda.to_device(t) for t in _slot_tables(ptr)]
+            got = self._tables[key] = ((a, ptr), dev)
+        return got[1]
+
+    def pack(self, fields, cells, ptr, buf) -> None:
+        """``buf[m ptr[k] + j n_k + i] = fields[j][cells[ptr[k] + i]]``, on the device."""
+        n = int(ptr[-1]) - int(ptr[0])
+        if n == 0:
+            return
+        dcells, lo, cnt = self._index(cells, ptr)
+        m, t = len(fields), self.threads
+        for j, f in enumerate(fields):
+            self._pack[(n + t - 1) // t, t](f, dcells, lo, cnt, m, j, buf)
+
+    def unpack(self, buf, ptr, first, fields) -> None:
+        """``fields[j][first + ptr[k] + i] = buf[m ptr[k] + j n_k + i]``, on the device."""
+        n = int(ptr[-1]) - int(ptr[0])
+        if n == 0:
+            return
+        lo, cnt = self._slots(ptr)
+        m, t = len(fields), self.threads
+        for j, f in enumerate(fields):
+            self._unpack[(n + t - 1) // t, t](buf, lo, cnt, m, j, first, f)
+
+    def _slots(self, ptr):
+        key = ("slots", id(ptr))
+        got = self._tables.get(key)
+        if got is None:
+            got = self._tables[key] = (ptr, [self.cuda.to_device(t) for t in _slot_tables(ptr)])
+        return got[1]
+
+    # MPI --------------------------------------------------------------------------------
+    def mpi_buffer(self, a):
+        """What MPI is handed for device array ``a``: the array itself on a GPU (its
+        ``__cuda_array_interface__`` gives the device pointer), in the simulator the host
+        array behind it (the simulator's device memory is host memory)."""
+        return a._ary if self.simulated else a
+
+    def gpu_aware_mpi(self) -> tuple[bool, str]:
+        """Whether the MPI library reads device pointers, and how that was found."""
+        if self.simulated:
+            return True, "simulated device memory is host memory"
+        from ..parallel.mpicall import libmpi
+
+        lib = libmpi()
+        fn = getattr(lib, "MPIX_Query_cuda_support", None) if lib is not None else None
+        if fn is None:  # Open MPI and MPICH >= 4 both have it
+            return False, "the MPI library has no MPIX_Query_cuda_support()"
+        fn.restype, fn.argtypes = ctypes.c_int, []
+        ok = bool(fn())
+        return ok, f"MPIX_Query_cuda_support() = {int(ok)}"
