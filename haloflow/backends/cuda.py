@@ -4,10 +4,11 @@ With ``NUMBA_ENABLE_CUDASIM=1`` numba runs the same kernels in its CUDA simulato
 memory: slow, but exact, which is how machines without a GPU test this backend.
 
 Pack and unpack keep the layout of the ``cpu`` kernels (:mod:`haloflow.parallel.halo.kernels`):
-one thread per boundary value, one launch per field, each thread finding its place in the
-buffer from two per-slot tables (its neighbour's first slot and count) uploaded once per
-index list.  Launches are asynchronous: :meth:`synchronize` must come before MPI reads a
-buffer a kernel wrote (a copy to the host waits by itself).
+one thread per boundary value and one launch for all the fields (a launch costs tens of
+microseconds of Python-side dispatch), each thread finding its places in the buffer from
+two per-slot tables (its neighbour's first slot and count) uploaded once per index list.
+Launches are asynchronous: :meth:`synchronize` must come before MPI reads a buffer a kernel
+wrote (a copy to the host waits by itself).
 """
 
 from __future__ import annotations
@@ -30,19 +31,28 @@ SIM_THREADS = 16  # ... in the simulator, which runs each thread as a Python thr
 
 
 @cuda.jit
-def _pack_field(f, cells, slot_lo, slot_n, m, j, buf):
+def _pack_fields(fields, cells, slot_lo, slot_n, buf):
+    """Every field's value of boundary slot ``s``, one thread per slot: one launch for all
+    fields (``fields`` is a tuple, the kernel is specialised on its length)."""
     s = cuda.grid(1)
     if s < cells.size:
         lo = slot_lo[s]
-        buf[m * lo + j * slot_n[s] + s - lo] = f[cells[s]]
+        step = slot_n[s]
+        o = len(fields) * lo + s - lo
+        c = cells[s]
+        for j in range(len(fields)):
+            buf[o + j * step] = fields[j][c]
 
 
 @cuda.jit
-def _unpack_field(buf, slot_lo, slot_n, m, j, first, f):
+def _unpack_fields(buf, slot_lo, slot_n, first, fields):
     s = cuda.grid(1)
     if s < slot_lo.size:
         lo = slot_lo[s]
-        f[first + s] = buf[m * lo + j * slot_n[s] + s - lo]
+        step = slot_n[s]
+        o = len(fields) * lo + s - lo
+        for j in range(len(fields)):
+            fields[j][first + s] = buf[o + j * step]
 
 
 def _slot_tables(ptr):
@@ -63,7 +73,6 @@ class CudaBackend:
                                      "simulates one)")
         self.cuda = cuda
         self.simulated = bool(numba_config.ENABLE_CUDASIM)
-        self._pack, self._unpack = _pack_field, _unpack_field
         self.threads = SIM_THREADS if self.simulated else THREADS
         self._tables: dict = {}  # id(host index array) -> (array kept alive, device copies)
 
@@ -116,9 +125,8 @@ class CudaBackend:
         if n == 0:
             return
         dcells, lo, cnt = self._index(cells, ptr)
-        m, t = len(fields), self.threads
-        for j, f in enumerate(fields):
-            self._pack[(n + t - 1) // t, t](f, dcells, lo, cnt, m, j, buf)
+        t = self.threads
+        _pack_fields[(n + t - 1) // t, t](tuple(fields), dcells, lo, cnt, buf)
 
     def unpack(self, buf, ptr, first, fields) -> None:
         """``fields[j][first + ptr[k] + i] = buf[m ptr[k] + j n_k + i]``, on the device."""
@@ -126,9 +134,8 @@ class CudaBackend:
         if n == 0:
             return
         lo, cnt = self._slots(ptr)
-        m, t = len(fields), self.threads
-        for j, f in enumerate(fields):
-            self._unpack[(n + t - 1) // t, t](buf, lo, cnt, m, j, first, f)
+        t = self.threads
+        _unpack_fields[(n + t - 1) // t, t](buf, lo, cnt, first, tuple(fields))
 
     def _slots(self, ptr):
         key = ("slots", id(ptr))
