@@ -1121,9 +1121,10 @@ class AMG:
         np.take(rd.local.data, rd.perm, out=rd.buf)
         rd.coefs.allgather(rd.buf, target.data)
 
-    def _finish(self):
-        """Smoother diagonals on every level; the coarsest level's factorisation.  The work on
-        the redundant levels is timed as "amg_gathered": every rank repeats it."""
+    def _finish(self, factor: bool = True):
+        """Smoother diagonals on every level; the coarsest level's factorisation (if
+        ``factor``).  The work on the redundant levels is timed as "amg_gathered": every rank
+        repeats it."""
         fr = self._redundant_from()
         for i, lev in enumerate(self.levels):
             lev.krylov = lev.rows >= KRYLOV_ABOVE and i <= KRYLOV_LEVELS
@@ -1136,7 +1137,8 @@ class AMG:
         with self.timers("amg_gathered") if fr < len(self.levels) else NULL_PHASE:
             for lev in self.levels[fr:]:
                 lev.smoother_setup()
-            self._factor_coarsest()
+            if factor:
+                self._factor_coarsest()
 
     def _vectors(self, work):
         """The levels' work vectors: the top level's residual alone (its right-hand side
@@ -1254,9 +1256,10 @@ class AMG:
         return [lev.ex for lev in self.levels[1:] if lev.ex is not None]
 
     # -- refresh ------------------------------------------------------------------------------
-    def refresh(self):
+    def refresh(self, factor: bool = True):
         """New fine coefficients, same pattern: recompute coarse ones (the redundant level's
-        by one allgather of its entries), refactor the coarsest."""
+        by one allgather of its entries), refactor the coarsest (unless ``factor`` is false:
+        a caller with a factorisation of its own)."""
         levels = self.levels
         fr = self._redundant_from()
         self.refreshes += 1
@@ -1272,7 +1275,7 @@ class AMG:
         with self.timers("amg_gathered") if fr < len(levels) else NULL_PHASE:
             for lev, nxt in zip(levels[fr:-1], levels[fr + 1:], strict=True):
                 self._galerkin(lev.next, lev.data, nxt.data)
-        self._finish()
+        self._finish(factor)
 
     # -- cycles -------------------------------------------------------------------------------
     def apply(self, r, z):

@@ -975,12 +975,14 @@ class CompiledSolve:
         """The coarsest level's sparse Cholesky: ordering (SuperLU's minimum degree on
         A + A', once) and pattern here, numeric factorisation in numba at each refresh,
         so that a refresh calls no scipy (a SuperLU refactorisation costs 0.3-0.8 ms of
-        Python and library overhead however small the level).  None if the hierarchy is
-        not the serial one ``refresh`` knows."""
+        Python and library overhead however small the level, and the dense LU of a small
+        level reads n^2 factors per visit where the Cholesky reads its nonzeros).  The
+        coarsest level is on every rank (serial, or replicated on a parallel run: the same
+        entries everywhere, so the same factors)."""
         amg = self.amg
-        if any(lev.next.share is not None or lev.next.redundant is not None
-               for lev in amg.levels[:-1]):
-            return None
+        self.serial_hierarchy = not any(lev.next.share is not None
+                                        or lev.next.redundant is not None
+                                        for lev in amg.levels[:-1])
         import scipy.sparse as sp  # set-up only, as amg.py's own factorisation
         import scipy.sparse.linalg as spla
 
@@ -1001,6 +1003,14 @@ class CompiledSolve:
         return SimpleNamespace(order=order, inv=inv, li=li, ui=ui, rp=rp, rk=rk, rpos=rpos,
                                tmap=tmap, x=np.zeros(max(n, 1)), lw=np.zeros(len(li)), f=f)
 
+    def _refactor(self) -> None:
+        """The coarsest level's factors after new coefficients: ours, or SuperLU's LU from
+        now on if the level is not positive definite after all."""
+        if not self._factor():
+            self.chol = None
+            self.amg._factor_coarsest()
+            self._superlu()
+
     def _factor(self) -> bool:
         """Numeric Cholesky of the coarsest level (False: a pivot was not positive)."""
         c = self.chol
@@ -1016,14 +1026,20 @@ class CompiledSolve:
         return True
 
     def refresh(self):
-        """``AMG.refresh`` (new fine coefficients) for a serial hierarchy: the Galerkin
-        products and smoother diagonals level by level, then the coarsest level's
-        factorisation, the levels a parallel run repeats on every rank timed as
-        "amg_gathered" as the Python path does."""
+        """``AMG.refresh`` (new fine coefficients): for a serial hierarchy the Galerkin
+        products and smoother diagonals level by level here, else ``AMG.refresh`` without its
+        factorisation; then the coarsest level's Cholesky, the levels a parallel run repeats
+        on every rank timed as "amg_gathered" as the Python path does."""
         amg = self.amg
         if self.chol is None:
             amg.refresh()
             self._superlu()
+            return
+        if not self.serial_hierarchy:  # amg's refresh (allgathers, shares), our factors
+            amg.refresh(factor=False)
+            with amg.timers("amg_gathered") if amg._redundant_from() < len(amg.levels) \
+                    else _NULL:
+                self._refactor()
             return
         levels = amg.levels
         fr = amg._redundant_from()
@@ -1038,10 +1054,7 @@ class CompiledSolve:
                 galerkin_refresh(lev.next.slot, lev.data, nxt.data)
             for lev in levels[fr:]:
                 lev.smoother_setup()
-            if not self._factor():  # not positive definite after all: SuperLU's LU
-                self.chol = None
-                amg._factor_coarsest()
-                self._superlu()
+            self._refactor()
 
     def solve(self, b, x, tol, max_iter, ws, rel_tol: float = 0.0) -> SolveInfo:
         """``krylov.fcg`` / ``lowsync.cg1`` with ``amg.apply``: same arguments and result,
