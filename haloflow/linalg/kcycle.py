@@ -102,110 +102,6 @@ def _coarsest(lu, ctl, b, x):
     lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, ctl[PINNED], b, x, y)
 
 
-@nb.njit(cache=True)
-def _pinned_unknown(ip, ix, data, n):
-    """``AMG._factor_coarsest``'s test: the last unknown if every row sums to zero (an
-    all-Neumann matrix), else -1."""
-    big = 0.0
-    dmax = 0.0
-    for i in range(n):
-        s = 0.0
-        for k in range(ip[i], ip[i + 1]):
-            s += data[k]
-            if ix[k] == i:
-                dmax = max(dmax, abs(data[k]))
-        big = max(big, abs(s))
-    return n - 1 if big <= 1e-10 * dmax else -1
-
-
-@nb.njit(cache=True)
-def cholesky(ip, ix, data, n, order, inv, lw, lp, li, rp, rk, rpos, ui, tmap, x, lx, ux, ud):
-    """Numeric sparse Cholesky L L' = A[order][:, order] of the symmetric coarsest level
-    (CSR ``ip, ix, data``) into ``lw`` on the pattern found once by ``_cholesky_pattern``;
-    the pinned unknown's row and column are replaced by the identity as
-    ``AMG._factor_coarsest`` does.  Written out in the form ``amg.lu_solve`` takes (that of
-    SuperLU: A = Pr' L1 U Pc', L1 unit lower): L1 = L D^-1 (``lx``), U = D L' (``ux``, its
-    diagonal ``ud``), D = diag(L).  Returns the pinned unknown (-1: none), or -2 if a
-    pivot is not positive."""
-    pinned = _pinned_unknown(ip, ix, data, n)
-    for j in range(n):
-        for p in range(lp[j], lp[j + 1]):
-            x[li[p]] = 0.0
-        oj = order[j]
-        if oj == pinned:
-            x[j] = 1.0
-        else:
-            for k in range(ip[oj], ip[oj + 1]):
-                c = ix[k]
-                if c != pinned and inv[c] >= j:
-                    x[inv[c]] += data[k]
-        for t in range(rp[j], rp[j + 1]):  # columns k < j with L[j, k] != 0
-            q0 = rpos[t]
-            ljk = lw[q0]
-            for q in range(q0, lp[rk[t] + 1]):
-                x[li[q]] -= lw[q] * ljk
-        if not x[j] > 0.0:
-            return -2
-        d = np.sqrt(x[j])
-        lw[lp[j]] = d
-        for p in range(lp[j] + 1, lp[j + 1]):
-            lw[p] = x[li[p]] / d
-    for j in range(n):
-        d = lw[lp[j]]
-        ud[j] = d * d
-        lx[lp[j]] = 1.0
-        for p in range(lp[j] + 1, lp[j + 1]):
-            lx[p] = lw[p] / d
-    for t in range(len(tmap)):  # U's column i, row j < i: d_j L[i, j]; its diagonal: ud
-        j = ui[t]
-        ux[t] = lw[tmap[t]] * lw[lp[j]]
-    return pinned
-
-
-def _cholesky_pattern(indptr, indices, n, order):
-    """Symbolic Cholesky of A[order][:, order] (once per run): L's columns (CSC, the
-    diagonal first, then rows ascending), each row's (column, position) list, and where
-    U = L' (CSC, diagonal last) takes each value from L."""
-    inv = np.empty(n, dtype=np.int64)
-    inv[order] = np.arange(n)
-    rows = np.repeat(np.arange(n), np.diff(indptr).astype(np.int64))
-    bi, bj = inv[rows], inv[indices.astype(np.int64)]
-    low = bi > bj
-    cols = [[] for _ in range(n)]
-    for i, j in zip(bi[low].tolist(), bj[low].tolist(), strict=True):
-        cols[j].append(i)
-    children = [[] for _ in range(n)]
-    pattern = []
-    for j in range(n):  # L's column j: A's, and its children's in the elimination tree
-        s = set(cols[j])
-        for c in children[j]:
-            s |= pattern[c]
-        s.discard(j)
-        pattern.append(s)
-        if s:
-            children[min(s)].append(j)
-    lp = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum([len(s) + 1 for s in pattern], out=lp[1:])
-    li = np.empty(lp[-1], dtype=np.int64)
-    by_row = [[] for _ in range(n)]
-    for j, s in enumerate(pattern):
-        li[lp[j]] = j
-        li[lp[j] + 1:lp[j + 1]] = sorted(s)
-        for p in range(lp[j] + 1, lp[j + 1]):
-            by_row[li[p]].append((j, p))
-    rp = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in by_row], out=rp[1:])
-    rk = np.array([k for r in by_row for k, _ in r], dtype=np.int64)
-    rpos = np.array([p for r in by_row for _, p in r], dtype=np.int64)
-    up = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum([len(r) + 1 for r in by_row], out=up[1:])
-    ui = np.array([v for j, r in enumerate(by_row) for v in [k for k, _ in r] + [j]],
-                  dtype=np.int64)
-    tmap = np.array([v for j, r in enumerate(by_row) for v in [p for _, p in r] + [lp[j]]],
-                    dtype=np.int64)
-    return inv, lp, li, rp, rk, rpos, up, ui, tmap
-
-
 # -- the K-cycle ------------------------------------------------------------------------------
 
 @nb.njit(cache=True)
@@ -958,10 +854,11 @@ class CompiledSolve:
                   *own, _thread_levels(levels, int(ctl[NBLK])), np.zeros((ctl[NBLK] + 1, RB)))
         self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
         self.out = np.zeros(4)
-        self.chol = self._cholesky_setup()
-        if self.chol is None or not self._factor():
-            self.chol = None
-            self._superlu()
+        # a hierarchy refresh() knows: serial, no aggregate spanning ranks, nothing replicated
+        self.serial_hierarchy = not any(lev.next.share is not None
+                                        or lev.next.redundant is not None
+                                        for lev in amg.levels[:-1])
+        self._superlu()
 
     def _superlu(self):
         """The factors ``AMG._factor_coarsest`` made (SuperLU's), as the compiled solve's
@@ -971,75 +868,16 @@ class CompiledSolve:
                    f.ux, f.ud, f.y)
         self.ctl[PINNED] = self.amg.levels[-1].pinned
 
-    def _cholesky_setup(self):
-        """The coarsest level's sparse Cholesky: ordering (SuperLU's minimum degree on
-        A + A', once) and pattern here, numeric factorisation in numba at each refresh,
-        so that a refresh calls no scipy (a SuperLU refactorisation costs 0.3-0.8 ms of
-        Python and library overhead however small the level, and the dense LU of a small
-        level reads n^2 factors per visit where the Cholesky reads its nonzeros).  The
-        coarsest level is on every rank (serial, or replicated on a parallel run: the same
-        entries everywhere, so the same factors)."""
-        amg = self.amg
-        self.serial_hierarchy = not any(lev.next.share is not None
-                                        or lev.next.redundant is not None
-                                        for lev in amg.levels[:-1])
-        import scipy.sparse as sp  # set-up only, as amg.py's own factorisation
-        import scipy.sparse.linalg as spla
-
-        lev = amg.levels[-1]
-        n = lev.n
-        # the ordering only needs the pattern: a strictly diagonally dominant matrix on it
-        counts = np.diff(lev.indptr.astype(np.int64)).astype(float)
-        A = sp.csc_matrix((-np.ones(len(lev.indices)), lev.indices.astype(np.int64),
-                           lev.indptr.astype(np.int64)), shape=(n, n)) + \
-            sp.diags(2.0 * counts + 1.0)
-        perm = spla.splu(A, permc_spec="MMD_AT_PLUS_A").perm_c.astype(np.int64)
-        order = np.argsort(perm)
-        inv, lp, li, rp, rk, rpos, up, ui, tmap = _cholesky_pattern(lev.indptr, lev.indices,
-                                                                    n, order)
-        f = SimpleNamespace(perm_r=inv, perm_c=inv, lp=lp, li=li.astype(IDX),
-                            lx=np.zeros(len(li)), up=up, ui=ui.astype(IDX),
-                            ux=np.zeros(len(ui)), ud=np.zeros(n), y=np.zeros(max(n, 1)))
-        return SimpleNamespace(order=order, inv=inv, li=li, ui=ui, rp=rp, rk=rk, rpos=rpos,
-                               tmap=tmap, x=np.zeros(max(n, 1)), lw=np.zeros(len(li)), f=f)
-
-    def _refactor(self) -> None:
-        """The coarsest level's factors after new coefficients: ours, or SuperLU's LU from
-        now on if the level is not positive definite after all."""
-        if not self._factor():
-            self.chol = None
-            self.amg._factor_coarsest()
-            self._superlu()
-
-    def _factor(self) -> bool:
-        """Numeric Cholesky of the coarsest level (False: a pivot was not positive)."""
-        c = self.chol
-        f = c.f
-        lev = self.amg.levels[-1]
-        pinned = cholesky(lev.indptr, lev.indices, lev.data, lev.n, c.order, c.inv, c.lw,
-                          f.lp, c.li, c.rp, c.rk, c.rpos, c.ui, c.tmap, c.x, f.lx, f.ux, f.ud)
-        if pinned == -2:
-            return False
-        lev.lu = f  # AMG._solve (the Python path) solves with the same factors
-        lev.pinned = pinned
-        self._superlu()
-        return True
-
     def refresh(self):
         """``AMG.refresh`` (new fine coefficients): for a serial hierarchy the Galerkin
-        products and smoother diagonals level by level here, else ``AMG.refresh`` without its
-        factorisation; then the coarsest level's Cholesky, the levels a parallel run repeats
-        on every rank timed as "amg_gathered" as the Python path does."""
+        products and smoother diagonals level by level in compiled code, else
+        ``AMG.refresh``; the coarsest level's factors are AMG's either way (its Cholesky),
+        the levels a parallel run repeats on every rank timed as "amg_gathered" as the
+        Python path does."""
         amg = self.amg
-        if self.chol is None:
+        if not self.serial_hierarchy:
             amg.refresh()
             self._superlu()
-            return
-        if not self.serial_hierarchy:  # amg's refresh (allgathers, shares), our factors
-            amg.refresh(factor=False)
-            with amg.timers("amg_gathered") if amg._redundant_from() < len(amg.levels) \
-                    else _NULL:
-                self._refactor()
             return
         levels = amg.levels
         fr = amg._redundant_from()
@@ -1054,7 +892,8 @@ class CompiledSolve:
                 galerkin_refresh(lev.next.slot, lev.data, nxt.data)
             for lev in levels[fr:]:
                 lev.smoother_setup()
-            self._refactor()
+            amg._factor_coarsest()
+        self._superlu()
 
     def solve(self, b, x, tol, max_iter, ws, rel_tol: float = 0.0) -> SolveInfo:
         """``krylov.fcg`` / ``lowsync.cg1`` with ``amg.apply``: same arguments and result,

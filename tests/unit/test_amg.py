@@ -202,6 +202,7 @@ def test_gather_threshold_moves_work_never_the_hierarchy(dense_lu, monkeypatch):
     reductions a serial run counts), never the levels, the iterations or the answer; the
     coarsest level's compiled LU solve (dense or sparse factors) solves it."""
     monkeypatch.setattr(amg_module, "DENSE_LU", dense_lu)  # 0: the sparse LU
+    monkeypatch.setattr(amg_module, "CHOLESKY", False)  # the LUs (tested with it below)
     lm, A = laplacian((24, 20, 18), dirichlet=False)
     b = rhs(lm, zero_mean=True)
     runs = []

@@ -135,16 +135,21 @@ def _coarsest_solve(f, pinned, rhs):
 
 
 @pytest.mark.parametrize("dirichlet", [True, False])
-def test_coarsest_cholesky_matches_superlu(dirichlet):
+def test_coarsest_cholesky_matches_superlu(dirichlet, monkeypatch):
     """The numeric Cholesky on the coarsest level, written in SuperLU's factor format,
     solves as SuperLU's LU does, the pinned unknown of the all-Neumann matrix included;
-    AMG.apply (Python) then uses the same factors."""
+    the compiled solve reads the same factors AMG.apply (Python) uses."""
+    import haloflow.linalg.amg as amg_module
+
     lm, A, b, ws = _problem((16, 16, 16), dirichlet)
+    monkeypatch.setattr(amg_module, "CHOLESKY", False)
+    lu_amg = AMG(A, lm, Reducer(COMM))
+    superlu, pinned = lu_amg.levels[-1].lu, lu_amg.levels[-1].pinned
+    monkeypatch.setattr(amg_module, "CHOLESKY", True)
     amg = AMG(A, lm, Reducer(COMM))
     lev = amg.levels[-1]
-    superlu, pinned = lev.lu, lev.pinned
     fast = kcycle.compiled_solver(amg, K.fcg)
-    assert fast.chol is not None and lev.lu is not superlu
+    assert lev.chol and fast.lu[0] is lev.lu.perm_r and lev.lu is not superlu
     assert lev.pinned == pinned == (-1 if dirichlet else lev.n - 1)
     rhs = np.sin(np.arange(lev.n, dtype=float))
     if not dirichlet:

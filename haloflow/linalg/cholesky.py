@@ -1,0 +1,161 @@
+"""The coarsest AMG level's sparse Cholesky, in the factor format ``amg.lu_solve`` reads.
+
+The coarsest level is symmetric positive definite (or all-Neumann, made so by pinning its
+last unknown), so a Cholesky factorisation solves it with half of an LU's work and no
+pivoting.  Its ordering (SuperLU's minimum degree on A + A') and symbolic pattern are found
+once per run; the numeric factorisation is a numba kernel, so the refresh at every new
+matrix calls no scipy (a SuperLU refactorisation costs 0.3-0.8 ms of Python and library
+overhead however small the level) and a visit reads only the factors' nonzeros (a dense LU
+reads n^2).  Every code path (serial or parallel, compiled or Python) uses these same
+factors, so they all give the same answers bit for bit; on a parallel run the replicated
+level has the same entries on every rank, so every rank gets the same factors.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numba as nb
+import numpy as np
+
+from .matrix import IDX
+
+
+@nb.njit(cache=True)
+def _pinned_unknown(ip, ix, data, n):
+    """``AMG._factor_coarsest``'s test: the last unknown if every row sums to zero (an
+    all-Neumann matrix), else -1."""
+    big = 0.0
+    dmax = 0.0
+    for i in range(n):
+        s = 0.0
+        for k in range(ip[i], ip[i + 1]):
+            s += data[k]
+            if ix[k] == i:
+                dmax = max(dmax, abs(data[k]))
+        big = max(big, abs(s))
+    return n - 1 if big <= 1e-10 * dmax else -1
+
+
+@nb.njit(cache=True)
+def numeric(ip, ix, data, n, order, inv, lw, lp, li, rp, rk, rpos, ui, tmap, x, lx, ux, ud):
+    """Numeric sparse Cholesky L L' = A[order][:, order] of the symmetric coarsest level
+    (CSR ``ip, ix, data``) into ``lw`` on the pattern found once by :func:`symbolic`;
+    the pinned unknown's row and column are replaced by the identity as
+    ``AMG._factor_coarsest`` does.  Written out in the form ``amg.lu_solve`` takes (that of
+    SuperLU: A = Pr' L1 U Pc', L1 unit lower): L1 = L D^-1 (``lx``), U = D L' (``ux``, its
+    diagonal ``ud``), D = diag(L).  Returns the pinned unknown (-1: none), or -2 if a
+    pivot is not positive."""
+    pinned = _pinned_unknown(ip, ix, data, n)
+    for j in range(n):
+        for p in range(lp[j], lp[j + 1]):
+            x[li[p]] = 0.0
+        oj = order[j]
+        if oj == pinned:
+            x[j] = 1.0
+        else:
+            for k in range(ip[oj], ip[oj + 1]):
+                c = ix[k]
+                if c != pinned and inv[c] >= j:
+                    x[inv[c]] += data[k]
+        for t in range(rp[j], rp[j + 1]):  # columns k < j with L[j, k] != 0
+            q0 = rpos[t]
+            ljk = lw[q0]
+            for q in range(q0, lp[rk[t] + 1]):
+                x[li[q]] -= lw[q] * ljk
+        if not x[j] > 0.0:
+            return -2
+        d = np.sqrt(x[j])
+        lw[lp[j]] = d
+        for p in range(lp[j] + 1, lp[j + 1]):
+            lw[p] = x[li[p]] / d
+    for j in range(n):
+        d = lw[lp[j]]
+        ud[j] = d * d
+        lx[lp[j]] = 1.0
+        for p in range(lp[j] + 1, lp[j + 1]):
+            lx[p] = lw[p] / d
+    for t in range(len(tmap)):  # U's column i, row j < i: d_j L[i, j]; its diagonal: ud
+        j = ui[t]
+        ux[t] = lw[tmap[t]] * lw[lp[j]]
+    return pinned
+
+
+def symbolic(indptr, indices, n, order):
+    """Symbolic Cholesky of A[order][:, order] (once per run): L's columns (CSC, the
+    diagonal first, then rows ascending), each row's (column, position) list, and where
+    U = L' (CSC, diagonal last) takes each value from L."""
+    inv = np.empty(n, dtype=np.int64)
+    inv[order] = np.arange(n)
+    rows = np.repeat(np.arange(n), np.diff(indptr).astype(np.int64))
+    bi, bj = inv[rows], inv[indices.astype(np.int64)]
+    low = bi > bj
+    cols = [[] for _ in range(n)]
+    for i, j in zip(bi[low].tolist(), bj[low].tolist(), strict=True):
+        cols[j].append(i)
+    children = [[] for _ in range(n)]
+    pattern = []
+    for j in range(n):  # L's column j: A's, and its children's in the elimination tree
+        s = set(cols[j])
+        for c in children[j]:
+            s |= pattern[c]
+        s.discard(j)
+        pattern.append(s)
+        if s:
+            children[min(s)].append(j)
+    lp = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(s) + 1 for s in pattern], out=lp[1:])
+    li = np.empty(lp[-1], dtype=np.int64)
+    by_row = [[] for _ in range(n)]
+    for j, s in enumerate(pattern):
+        li[lp[j]] = j
+        li[lp[j] + 1:lp[j + 1]] = sorted(s)
+        for p in range(lp[j] + 1, lp[j + 1]):
+            by_row[li[p]].append((j, p))
+    rp = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in by_row], out=rp[1:])
+    rk = np.array([k for r in by_row for k, _ in r], dtype=np.int64)
+    rpos = np.array([p for r in by_row for _, p in r], dtype=np.int64)
+    up = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(r) + 1 for r in by_row], out=up[1:])
+    ui = np.array([v for j, r in enumerate(by_row) for v in [k for k, _ in r] + [j]],
+                  dtype=np.int64)
+    tmap = np.array([v for j, r in enumerate(by_row) for v in [p for _, p in r] + [lp[j]]],
+                    dtype=np.int64)
+    return inv, lp, li, rp, rk, rpos, up, ui, tmap
+
+
+class Cholesky:
+    """Ordering and pattern of a level's matrix (set up once), factors at every refresh."""
+
+    def __init__(self, lev):
+        import scipy.sparse as sp  # set-up only
+        import scipy.sparse.linalg as spla
+
+        n = lev.n
+        # the ordering only needs the pattern: a strictly diagonally dominant matrix on it
+        counts = np.diff(lev.indptr.astype(np.int64)).astype(float)
+        A = sp.csc_matrix((-np.ones(len(lev.indices)), lev.indices.astype(np.int64),
+                           lev.indptr.astype(np.int64)), shape=(n, n)) + \
+            sp.diags(2.0 * counts + 1.0)
+        perm = spla.splu(A, permc_spec="MMD_AT_PLUS_A").perm_c.astype(np.int64)
+        self.order = np.argsort(perm)
+        (self.inv, lp, self.li, self.rp, self.rk, self.rpos, up, self.ui,
+         self.tmap) = symbolic(lev.indptr, lev.indices, n, self.order)
+        self.x, self.lw = np.zeros(max(n, 1)), np.zeros(len(self.li))
+        self.f = SimpleNamespace(perm_r=self.inv, perm_c=self.inv, lp=lp,
+                                 li=self.li.astype(IDX), lx=np.zeros(len(self.li)), up=up,
+                                 ui=self.ui.astype(IDX), ux=np.zeros(len(self.ui)),
+                                 ud=np.zeros(n), y=np.zeros(max(n, 1)))
+
+    def factor(self, lev) -> bool:
+        """``lev.lu`` and ``lev.pinned`` from ``lev``'s current entries; False (and nothing
+        set) if a pivot is not positive."""
+        f = self.f
+        pinned = numeric(lev.indptr, lev.indices, lev.data, lev.n, self.order, self.inv,
+                         self.lw, f.lp, self.li, self.rp, self.rk, self.rpos, self.ui,
+                         self.tmap, self.x, f.lx, f.ux, f.ud)
+        if pinned == -2:
+            return False
+        lev.lu, lev.pinned = f, pinned
+        return True
