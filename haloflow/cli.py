@@ -48,6 +48,7 @@ COMMANDS = {
 
 def _run_parser(sub) -> None:
     from .case import builtin_cases
+    from .parallel.halo import STAGING
 
     p = sub.add_parser(
         "run", help="run a case (serial, or under mpiexec)",
@@ -69,7 +70,7 @@ def _run_parser(sub) -> None:
     p.add_argument("--halo", metavar="NAME",
                    help="halo-exchange strategy: perfield, packed, aggregated, neighbor or "
                         "overlap (same as --set parallel.halo=NAME)")
-    p.add_argument("--staging", choices=("host", "device", "device-aware"),
+    p.add_argument("--staging", choices=STAGING,
                    help="fields in host or (emulated) device memory, host<->device copies "
                         "counted; device-aware: MPI reads the device buffers, no copy "
                         "(same as --set parallel.staging=...)")

@@ -40,13 +40,7 @@ def unpack(buf, ptr, first, fields):
 
 class CpuBackend:
     name = "cpu"
-    device = False  # arrays live in host memory
-    simulated = False  # a real GPU would tell copies apart from host memory traffic
-
-    def describe(self) -> str:
-        import numba
-
-        return f"cpu (numba {numba.__version__}, {numba.get_num_threads()} threads)"
+    device = False  # arrays live in host memory (so no describe() nor gpu_aware_mpi())
 
     def empty(self, n: int) -> np.ndarray:
         return np.empty(n)
@@ -80,6 +74,3 @@ class CpuBackend:
 
     def mpi_buffer(self, a):
         return a
-
-    def gpu_aware_mpi(self) -> tuple[bool, str]:
-        return False, "the cpu backend has no device memory to give MPI"

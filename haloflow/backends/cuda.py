@@ -55,6 +55,10 @@ def _unpack_fields(buf, slot_lo, slot_n, first, fields):
             fields[j][first + s] = buf[o + j * step]
 
 
+def _int64(cells):
+    return (np.ascontiguousarray(cells, dtype=np.int64),)
+
+
 def _slot_tables(ptr):
     """Per slot of a send/recv list: its neighbour's first slot and number of slots."""
     ptr = np.asarray(ptr, dtype=np.int64)
@@ -74,7 +78,7 @@ class CudaBackend:
         self.cuda = cuda
         self.simulated = bool(numba_config.ENABLE_CUDASIM)
         self.threads = SIM_THREADS if self.simulated else THREADS
-        self._tables: dict = {}  # id(host index array) -> (array kept alive, device copies)
+        self._tables: dict = {}  # id(host index array) -> (the array, its device tables)
 
     def describe(self) -> str:
         if self.simulated:
@@ -108,15 +112,12 @@ class CudaBackend:
         self.cuda.synchronize()
 
     # kernels ----------------------------------------------------------------------------
-    def _index(self, a, ptr=None):
-        """Device copies of an index list (and of its slot tables), uploaded once."""
-        key = (id(a), None if ptr is None else id(ptr))
-        got = self._tables.get(key)
+    def _upload(self, a, derive):
+        """Device copies of the arrays ``derive(a)`` gives for host array ``a``, made on
+        first use and kept with ``a``, whose id is the key."""
+        got = self._tables.get(id(a))
         if got is None:
-            dev = [self.cuda.to_device(np.ascontiguousarray(a, dtype=np.int64))]
-            if ptr is not None:
-                dev += [self.cuda.to_device(t) for t in _slot_tables(ptr)]
-            got = self._tables[key] = ((a, ptr), dev)
+            got = self._tables[id(a)] = (a, [self.cuda.to_device(x) for x in derive(a)])
         return got[1]
 
     def pack(self, fields, cells, ptr, buf) -> None:
@@ -124,7 +125,8 @@ class CudaBackend:
         n = int(ptr[-1]) - int(ptr[0])
         if n == 0:
             return
-        dcells, lo, cnt = self._index(cells, ptr)
+        (dcells,) = self._upload(cells, _int64)
+        lo, cnt = self._upload(ptr, _slot_tables)
         t = self.threads
         _pack_fields[(n + t - 1) // t, t](tuple(fields), dcells, lo, cnt, buf)
 
@@ -133,16 +135,9 @@ class CudaBackend:
         n = int(ptr[-1]) - int(ptr[0])
         if n == 0:
             return
-        lo, cnt = self._slots(ptr)
+        lo, cnt = self._upload(ptr, _slot_tables)
         t = self.threads
         _unpack_fields[(n + t - 1) // t, t](buf, lo, cnt, first, tuple(fields))
-
-    def _slots(self, ptr):
-        key = ("slots", id(ptr))
-        got = self._tables.get(key)
-        if got is None:
-            got = self._tables[key] = (ptr, [self.cuda.to_device(t) for t in _slot_tables(ptr)])
-        return got[1]
 
     # MPI --------------------------------------------------------------------------------
     def mpi_buffer(self, a):

@@ -36,12 +36,13 @@ median over max(10, R/50) batches of 10 back-to-back matvecs, strategies taking 
 """
 
 BASELINE = "sendrecv"
-STAGING = ("host", "device", "device-aware")  # = parallel.halo.STAGING (no numba import here)
-BACKENDS = ("cpu", "cuda")  # = backends.BACKENDS
 
 
 def add_parser(sub) -> None:
     """Register ``bench halo`` (and the ``bench`` group) on the top-level sub-parsers."""
+    from ..backends import BACKENDS  # the registries' names: no numba or MPI import
+    from ..parallel.halo import STAGING
+
     bench = sub.add_parser("bench", help="micro-benchmarks on real solver traffic",
                            description="Micro-benchmarks on real solver traffic.")
     bsub = bench.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)

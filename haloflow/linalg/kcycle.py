@@ -858,14 +858,14 @@ class CompiledSolve:
         self.serial_hierarchy = not any(lev.next.share is not None
                                         or lev.next.redundant is not None
                                         for lev in amg.levels[:-1])
-        self._superlu()
+        self._read_factors()
 
-    def _superlu(self):
-        """The factors ``AMG._factor_coarsest`` made (SuperLU's), as the compiled solve's
-        tuple."""
+    def _read_factors(self):
+        """The factors ``AMG._factor_coarsest`` made (its Cholesky's, or an LU's), as the
+        compiled solve's tuple (the Cholesky's indices are IDX already: no copy)."""
         f = self.amg.levels[-1].lu
-        self.lu = (f.perm_r, f.perm_c, f.lp, f.li.astype(IDX), f.lx, f.up, f.ui.astype(IDX),
-                   f.ux, f.ud, f.y)
+        self.lu = (f.perm_r, f.perm_c, f.lp, f.li.astype(IDX, copy=False), f.lx, f.up,
+                   f.ui.astype(IDX, copy=False), f.ux, f.ud, f.y)
         self.ctl[PINNED] = self.amg.levels[-1].pinned
 
     def refresh(self):
@@ -877,7 +877,7 @@ class CompiledSolve:
         amg = self.amg
         if not self.serial_hierarchy:
             amg.refresh()
-            self._superlu()
+            self._read_factors()
             return
         levels = amg.levels
         fr = amg._redundant_from()
@@ -893,7 +893,7 @@ class CompiledSolve:
             for lev in levels[fr:]:
                 lev.smoother_setup()
             amg._factor_coarsest()
-        self._superlu()
+        self._read_factors()
 
     def solve(self, b, x, tol, max_iter, ws, rel_tol: float = 0.0) -> SolveInfo:
         """``krylov.fcg`` / ``lowsync.cg1`` with ``amg.apply``: same arguments and result,

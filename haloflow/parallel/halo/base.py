@@ -14,7 +14,6 @@ import numpy as np
 
 from .. import emulation
 from . import staging as _staging
-from .kernels import pack, unpack
 
 IDX = np.uint32  # unsigned cell indices: no negative-index checks in the pack loops
 
@@ -107,11 +106,9 @@ class Exchanger:
             sp.pack(fields, self.send_cells, self.send_ptr, b.dsend)
             if self.neighbours:
                 sp.copy(b.send, b.dsend)
-        elif sp.on_device:
+        else:  # host memory, or device memory MPI reads once the pack is done
             sp.pack(fields, self.send_cells, self.send_ptr, b.send)
             sp.ready()
-        else:
-            pack(fields, self.send_cells, self.send_ptr, b.send)
 
     def _unpack_contiguous(self, fields, b) -> None:
         """``b.recv`` into the ghost cells (through one host->device copy when staged)."""
@@ -120,10 +117,8 @@ class Exchanger:
             if self.neighbours:
                 sp.copy(b.drecv, b.recv)
             sp.unpack(b.drecv, self.recv_ptr, self.n_owned, fields)
-        elif sp.on_device:
-            sp.unpack(b.recv, self.recv_ptr, self.n_owned, fields)
         else:
-            unpack(b.recv, self.recv_ptr, self.n_owned, fields)
+            sp.unpack(b.recv, self.recv_ptr, self.n_owned, fields)
 
     def _check(self) -> None:
         n = len(self.neighbours)

@@ -13,7 +13,6 @@ import numpy as np
 from mpi4py import MPI
 
 from .base import Exchanger
-from .kernels import pack, unpack
 
 TAG = 7301
 
@@ -69,11 +68,9 @@ class PackedExchanger(Exchanger):
                 sp.pack(fields, self._cells[k], self._ptrs[k], b.dsends[k])
                 for dst, src in b.out_rows[k]:
                     sp.copy(dst, src)
-            elif sp.on_device:
+            else:
                 sp.pack(fields, self._cells[k], self._ptrs[k], b.sends[k])
                 sp.ready()
-            else:
-                pack(fields, self._cells[k], self._ptrs[k], b.sends[k])
             st.pack_s += self._clock() - t0
             if self._emu is not None:
                 self._emu.settle()
@@ -101,9 +98,7 @@ class PackedExchanger(Exchanger):
                 for dst, src in rows:
                     sp.copy(dst, src)
             sp.unpack(b.drecv, self.recv_ptr, self.n_owned, fields)
-        elif sp.on_device:
-            sp.unpack(b.recv, self.recv_ptr, self.n_owned, fields)
         else:
-            unpack(b.recv, self.recv_ptr, self.n_owned, fields)
+            sp.unpack(b.recv, self.recv_ptr, self.n_owned, fields)
         st.wait_s += t1 - t0
         st.unpack_s += self._clock() - t1

@@ -25,12 +25,10 @@ class PerFieldExchanger(Exchanger):
     def __init__(self, lmesh, comm, staging="host", backend=None):
         super().__init__(lmesh, comm, staging, backend)
         space = self.space
-        dev = space.on_device and not space.staged  # device-aware: MPI reads device buffers
-        self._send = space.empty(self.n_send) if dev else np.empty(self.n_send)
-        self._recv = space.empty(self.n_recv) if dev else np.empty(self.n_recv)
-        sp, rp, mpi = self.send_ptr, self.recv_ptr, space.mpi if dev else (lambda a: a)
-        self._msgs = [([mpi(self._send[sp[k]:sp[k + 1]]), MPI.DOUBLE], q,
-                       [mpi(self._recv[rp[k]:rp[k + 1]]), MPI.DOUBLE])
+        self._send, self._recv = space.buffer(self.n_send), space.buffer(self.n_recv)
+        sp, rp = self.send_ptr, self.recv_ptr
+        self._msgs = [([space.mpi(self._send[sp[k]:sp[k + 1]]), MPI.DOUBLE], q,
+                       [space.mpi(self._recv[rp[k]:rp[k + 1]]), MPI.DOUBLE])
                       for k, q in enumerate(self.neighbours)]
         self._mirrors: list[np.ndarray] = []  # host copies of whole fields (device staging)
 
@@ -47,15 +45,13 @@ class PerFieldExchanger(Exchanger):
             return None
         for j, f in enumerate(fields):
             t0 = self._clock()
-            h = f
-            if sp.staged:
+            if sp.staged:  # the whole field to the host, packed there
                 h = self._mirror(j, len(f))
                 sp.copy(h, f)
-            if sp.on_device and not sp.staged:
+                pack((h,), self.send_cells, self.send_ptr, self._send)
+            else:
                 sp.pack((f,), self.send_cells, self.send_ptr, self._send)
                 sp.ready()
-            else:
-                pack((h,), self.send_cells, self.send_ptr, self._send)
             if self._emu is not None:
                 self._emu.settle()
             t1 = self._clock()
@@ -64,12 +60,11 @@ class PerFieldExchanger(Exchanger):
             if self._emu is not None:
                 self._emulate(1)
             t2 = self._clock()
-            if sp.on_device and not sp.staged:
-                sp.unpack(self._recv, self.recv_ptr, self.n_owned, (f,))
-            else:
-                unpack(self._recv, self.recv_ptr, self.n_owned, (h,))
             if sp.staged:
+                unpack(self._recv, self.recv_ptr, self.n_owned, (h,))
                 sp.copy(f, h)
+            else:
+                sp.unpack(self._recv, self.recv_ptr, self.n_owned, (f,))
             st.pack_s += t1 - t0
             st.wait_s += t2 - t1
             st.unpack_s += self._clock() - t2
