@@ -684,13 +684,19 @@ def _aggregate(indptr, indices, data, diag_pos, n, key=None, order=None):
     agg1, n1 = _match(indptr, indices, data, diag_pos, n, order, np.asarray(key, np.int64),
                       ident, ident, indptr, indices, data, diag_pos, absrow, STRENGTH, TIE,
                       KAPPA)
-    cagg = np.full(int(indices.max(initial=0)) + 1 if len(indices) else 1, -1, dtype=np.int64)
-    cagg[:n] = agg1  # ghost columns dropped: pairs are made of owned rows
+    del ident
+    ncols = int(indices.max(initial=0)) + 1 if len(indices) else 1
+    cagg = agg1  # no ghost columns (a whole level on rank 0): the aggregates as they are
+    if ncols != n or agg1.dtype != np.int64:
+        cagg = np.full(ncols, -1, dtype=np.int64)
+        cagg[:n] = agg1  # ghost columns dropped: pairs are made of owned rows
     mptr, mem = _members(agg1, n1)
     ip1, ix1, slot1 = _galerkin_structure(indptr, indices, mptr, mem, cagg, n1, n1)
+    del cagg
     dp1 = _diagonal_positions(ip1, ix1, n1)
     d1 = np.zeros(len(ix1))
     galerkin_refresh(slot1, data, d1)
+    del slot1  # (pass 1's coarse values are made once)
     seq = np.arange(n1)  # pass-1 aggregates were created in key order
     agg2, n2 = _match(ip1.astype(IDX), ix1.astype(IDX), d1, dp1, n1, seq, seq, mptr, mem,
                       indptr, indices, data, diag_pos, absrow, STRENGTH, TIE, KAPPA)
@@ -979,27 +985,33 @@ class AMG:
         gid = lev.global_cols[:n]
         key = gid if lev.key is None else np.asarray(lev.key, dtype=np.int64)
         total = int(nrows.sum())
-        # rank 0 holds the whole level: the entries' global columns travel as 32-bit ids
-        # where they fit and become gathered rows at once, before the values arrive
+        # rank 0 holds the whole level, its peak memory of the run on several ranks: the
+        # entries' global columns travel as 32-bit ids where they fit and become gathered
+        # rows at once, before the values arrive; row lengths and each diagonal's place in
+        # its row as 32-bit; every gathered array is dropped once it is used
         col_t = IDX if total <= np.iinfo(IDX).max else np.int64
-        grc, gdiag, grow, gkey = (transfer.gatherv(comm, a, nrows) for a in (
-            np.diff(lev.indptr).astype(np.int64), lev.diag_pos, gid, key))
+        grc, goff, grow, gkey = (transfer.gatherv(comm, a, nrows) for a in (
+            np.diff(lev.indptr).astype(np.int32),
+            (lev.diag_pos - lev.indptr[:n]).astype(np.int32), gid, key))
         gcols = transfer.gatherv(comm, np.take(lev.global_cols.astype(col_t), lev.indices),
                                  nnz)
-        cg_rows = ckey = ix = None
+        cg_rows = ckey = ix = order = ip = gdp = None
         if self.root:
             row = np.empty(total, dtype=np.int64)  # global id -> gathered row
             row[grow] = np.arange(total)
             ix = row.astype(IDX)[gcols]
+            order = row if np.array_equal(gkey, grow) else np.argsort(gkey, kind="stable")
+            del row, grow
+            ip = np.zeros(total + 1, dtype=np.int64)
+            np.cumsum(grc, out=ip[1:])
+            gdp = ip[:-1] + goff  # the diagonals' places among all entries
+            ip = ip.astype(IDX)
+            del grc, goff
         del gcols
         gdata = transfer.gatherv(comm, lev.data, nnz)
         if self.root:
-            ip = np.zeros(total + 1, dtype=np.int64)
-            np.cumsum(grc, out=ip[1:])
-            first_entry = np.repeat(ip[np.concatenate([[0], np.cumsum(nrows)])[:-1]], nrows)
-            order = row if np.array_equal(gkey, grow) else np.argsort(gkey, kind="stable")
-            agg, nc = _aggregate(ip.astype(IDX), ix, gdata, gdiag + first_entry, total, gkey,
-                                 order)
+            agg, nc = _aggregate(ip, ix, gdata, gdp, total, gkey, order)
+            del ip, ix, gdata, gdp
             seed = _first_rows(agg, order, nc)  # an aggregate belongs to its first row's rank
             owner = np.repeat(np.arange(size), nrows)[seed]
             offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=size))])
