@@ -10,28 +10,45 @@ from __future__ import annotations
 import numpy as np
 
 
+class Sampler2D:
+    """Linear interpolation on the Delaunay triangulation of the cell centres and the
+    boundary nodes (``boundary_xy``: the faces of non-``empty`` patches, on the walls),
+    triangulated once and sampled as often as wanted: triangulating a 192 x 192 cavity's
+    nodes takes about half a second, and its report samples them four times."""
+
+    def __init__(self, centres_xy, boundary_xy=None):
+        from scipy.spatial import Delaunay
+
+        xy = np.asarray(centres_xy, dtype=np.float64)[:, :2]
+        self.walls = boundary_xy is not None and len(boundary_xy) > 0
+        if self.walls:
+            xy = np.concatenate([xy, np.asarray(boundary_xy, dtype=np.float64)[:, :2]])
+        # coincident nodes: the first wins
+        self.xy, self.keep = np.unique(xy, axis=0, return_index=True)
+        self.tri = Delaunay(self.xy)
+
+    def __call__(self, points_xy, values, boundary_values=None):
+        """``values`` (N,) or (N, k) at the cell centres, ``boundary_values`` at the boundary
+        nodes, at ``points_xy`` (M, 2); points outside the nodes' convex hull take the
+        nearest node's value."""
+        from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
+
+        v = np.asarray(values, dtype=np.float64)
+        if self.walls:
+            v = np.concatenate([v, np.asarray(boundary_values, dtype=np.float64)])
+        v = v[self.keep]
+        pts = np.asarray(points_xy, dtype=np.float64)[:, :2]
+        out = LinearNDInterpolator(self.tri, v)(pts)
+        miss = np.isnan(out) if out.ndim == 1 else np.isnan(out).any(axis=1)
+        if miss.any():
+            out[miss] = NearestNDInterpolator(self.xy, v)(pts[miss])
+        return out
+
+
 def sample_2d(points_xy, centres_xy, values, boundary_xy=None, boundary_values=None):
-    """Values at ``points_xy`` (M, 2), linear on the Delaunay triangulation of the nodes.
-
-    ``values`` is (N,) or (N, k) at the cell centres; boundary faces (pass only those of
-    non-``empty`` patches, which lie on the walls) add nodes.  Points outside the nodes'
-    convex hull take the nearest node's value.
-    """
-    from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
-
-    xy = np.asarray(centres_xy, dtype=np.float64)[:, :2]
-    v = np.asarray(values, dtype=np.float64)
-    if boundary_xy is not None and len(boundary_xy):
-        xy = np.concatenate([xy, np.asarray(boundary_xy, dtype=np.float64)[:, :2]])
-        v = np.concatenate([v, np.asarray(boundary_values, dtype=np.float64)])
-    xy, keep = np.unique(xy, axis=0, return_index=True)  # coincident nodes: the first wins
-    v = v[keep]
-    pts = np.asarray(points_xy, dtype=np.float64)[:, :2]
-    out = LinearNDInterpolator(xy, v)(pts)
-    miss = np.isnan(out) if out.ndim == 1 else np.isnan(out).any(axis=1)
-    if miss.any():
-        out[miss] = NearestNDInterpolator(xy, v)(pts[miss])
-    return out
+    """Values at ``points_xy`` (M, 2), linear on the Delaunay triangulation of the nodes
+    (:class:`Sampler2D`, for one set of points)."""
+    return Sampler2D(centres_xy, boundary_xy)(points_xy, values, boundary_values)
 
 
 def line(start, end, n):

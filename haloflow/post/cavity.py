@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from ..io import refdata
-from ..io.probes import sample_2d
+from ..io.probes import Sampler2D
 from .base import PostProcessor, needs_mesh
 
 
@@ -49,13 +49,15 @@ def postprocess(outdir, case, fields, plots_on=True) -> dict:
     ys = np.linspace(0.0, 1.0, 2 * ny + 1)
     xs = np.linspace(0.0, 1.0, 2 * nx + 1)
 
+    probe = Sampler2D(cc, bxy)  # one triangulation for the four profiles
+
     def u_at(y):
-        return sample_2d(np.column_stack([np.full(len(y), x0 + 0.5 * lx), y0 + y * ly]),
-                         cc, uc[:, 0], bxy, bu[:, 0]) / lid
+        return probe(np.column_stack([np.full(len(y), x0 + 0.5 * lx), y0 + y * ly]),
+                     uc[:, 0], bu[:, 0]) / lid
 
     def v_at(x):
-        return sample_2d(np.column_stack([x0 + x * lx, np.full(len(x), y0 + 0.5 * ly)]),
-                         cc, uc[:, 1], bxy, bu[:, 1]) / lid
+        return probe(np.column_stack([x0 + x * lx, np.full(len(x), y0 + 0.5 * ly)]),
+                     uc[:, 1], bu[:, 1]) / lid
 
     u, v = u_at(ys), v_at(xs)
     np.savetxt(os.path.join(outdir, "centerline_u.csv"), np.column_stack([ys, u]),
