@@ -985,7 +985,7 @@ class AMG:
         gid = lev.global_cols[:n]
         key = gid if lev.key is None else np.asarray(lev.key, dtype=np.int64)
         total = int(nrows.sum())
-        # rank 0 holds the whole level, its peak memory of the run on several ranks: the
+        # rank 0 holds the whole level, one of its memory peaks on several ranks: the
         # entries' global columns travel as 32-bit ids where they fit and become gathered
         # rows at once, before the values arrive; row lengths and each diagonal's place in
         # its row as 32-bit; every gathered array is dropped once it is used
