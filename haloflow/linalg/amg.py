@@ -687,7 +687,7 @@ def _aggregate(indptr, indices, data, diag_pos, n, key=None, order=None):
     del ident
     ncols = int(indices.max(initial=0)) + 1 if len(indices) else 1
     cagg = agg1  # no ghost columns (a whole level on rank 0): the aggregates as they are
-    if ncols != n or agg1.dtype != np.int64:
+    if ncols > n:
         cagg = np.full(ncols, -1, dtype=np.int64)
         cagg[:n] = agg1  # ghost columns dropped: pairs are made of owned rows
     mptr, mem = _members(agg1, n1)

@@ -140,12 +140,13 @@ class Cholesky:
             sp.diags(2.0 * counts + 1.0)
         perm = spla.splu(A, permc_spec="MMD_AT_PLUS_A").perm_c.astype(np.int64)
         self.order = np.argsort(perm)
-        (self.inv, lp, self.li, self.rp, self.rk, self.rpos, up, self.ui,
+        (self.inv, lp, li, self.rp, self.rk, self.rpos, up, ui,
          self.tmap) = symbolic(lev.indptr, lev.indices, n, self.order)
-        self.x, self.lw = np.zeros(max(n, 1)), np.zeros(len(self.li))
+        self.x, self.lw = np.zeros(max(n, 1)), np.zeros(len(li))
+        # the factors' indices as lu_solve reads them; the numeric kernel reads the same
         self.f = SimpleNamespace(perm_r=self.inv, perm_c=self.inv, lp=lp,
-                                 li=self.li.astype(IDX), lx=np.zeros(len(self.li)), up=up,
-                                 ui=self.ui.astype(IDX), ux=np.zeros(len(self.ui)),
+                                 li=li.astype(IDX), lx=np.zeros(len(li)), up=up,
+                                 ui=ui.astype(IDX), ux=np.zeros(len(ui)),
                                  ud=np.zeros(n), y=np.zeros(max(n, 1)))
 
     def factor(self, lev) -> bool:
@@ -153,7 +154,7 @@ class Cholesky:
         set) if a pivot is not positive."""
         f = self.f
         pinned = numeric(lev.indptr, lev.indices, lev.data, lev.n, self.order, self.inv,
-                         self.lw, f.lp, self.li, self.rp, self.rk, self.rpos, self.ui,
+                         self.lw, f.lp, f.li, self.rp, self.rk, self.rpos, f.ui,
                          self.tmap, self.x, f.lx, f.ux, f.ud)
         if pinned == -2:
             return False

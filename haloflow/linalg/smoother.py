@@ -176,7 +176,8 @@ def _residual_squares(indptr, indices, data, B, X, comps, act, rb, n, with_b):
                 for k in range(indptr[i], indptr[i + 1]):
                     s -= data[k] * x[indices[k]]
                 rr += s * s
-                bb += b[i] * b[i]
+                if with_b:
+                    bb += b[i] * b[i]
         if with_b:
             rb[2 * j] = rr
             rb[2 * j + 1] = bb
