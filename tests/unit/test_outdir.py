@@ -78,8 +78,11 @@ def test_two_runs_into_one_folder(tmp_path):
     releases the folder."""
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_NUM_THREADS": "1"}
+    # long enough (a few seconds of steps, none ending it early) that the second run's
+    # start-up surely falls inside it
     first = subprocess.Popen([sys.executable, "-m", "haloflow", "run", "-o", str(out),
-                              "--set", "mesh.cells=[8,8,1]", "--steps", "30", "--quiet",
+                              "--set", "mesh.cells=[16,16,1]", "--steps", "8000", "--quiet",
+                              "--set", "solver.steady_tol=0", "--set", "solver.end_time=1e9",
                               "--set", "output.plots=false"], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
