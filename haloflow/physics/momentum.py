@@ -33,13 +33,14 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
     A symmetry face diffuses towards the cell's mirror image (velocity reflected, twice the
     face distance away), whose value lags by a step or iteration: the coefficients are
     those of a cell next to its mirror image, so a half domain converges to the same
-    solution as the full, symmetric one."""
+    solution as the full, symmetric one.  ``nu_f``: per face, or one entry for all."""
     ni = len(neighbour)
+    per_face = len(nu_f) > 1
     for c in range(len(vol)):
         diag[c] = vol[c] / dt
     for f in range(ni):
         F = phi[f]
-        D = nu_f[f] * gdiff[f]
+        D = nu_f[f if per_face else 0] * gdiff[f]
         upper[f] = -D + min(F, 0.0)
         lower[f] = -D - max(F, 0.0)
         diag[owner[f]] += D + max(F, 0.0)
@@ -65,13 +66,13 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
         k = ukind[b]
         o = owner[f]
         if k == FIXED:
-            D = nu_f[f] * gdiff[f]
+            D = nu_f[f if per_face else 0] * gdiff[f]
             diag[o] += D
             coef = D - phi[f]
             for d in comps:
                 b0[d, o] += coef * uvalue[b, d]
         elif k == SYMMETRY:
-            coef = 0.5 * nu_f[f] * gdiff[f]
+            coef = 0.5 * nu_f[f if per_face else 0] * gdiff[f]
             diag[o] += coef
             m = np.sqrt(sf[f, 0] ** 2 + sf[f, 1] ** 2 + sf[f, 2] ** 2)
             un = 0.0

@@ -163,17 +163,20 @@ class Gradient:
 def nonorth_diffusion_source(owner, neighbour, weight, corr, gradU, comps, nu_f, b):
     """Deferred non-orthogonal part of the diffusion of each velocity component:
     ``nu_f k . grad(u_d)_f`` into the owner and out of the neighbour (``gradU[d, e, cell]``,
-    ghost rows exchanged; ``nu_f`` the effective viscosity per face)."""
+    ghost rows exchanged; ``nu_f`` the effective viscosity per face, or one entry for
+    all)."""
+    per_face = len(nu_f) > 1
     for f in range(len(neighbour)):
         o = owner[f]
         n = neighbour[f]
         w = weight[f]
+        nu = nu_f[f if per_face else 0]
         for d in comps:
             s = 0.0
             for e in comps:
                 s += corr[f, e] * (w * gradU[d, e, o] + (1.0 - w) * gradU[d, e, n])
-            b[d, o] += nu_f[f] * s
-            b[d, n] -= nu_f[f] * s
+            b[d, o] += nu * s
+            b[d, n] -= nu * s
 
 
 @nb.njit(cache=True)
