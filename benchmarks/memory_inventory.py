@@ -43,7 +43,8 @@ def cavity(n: int):
             "solver.steady_tol=0", "solver.time_scheme=euler", "solver.convection=linear",
             "solver.n_correctors=2", "solver.n_nonorth_correctors=0",
             "solver.pressure.tol=1e-6", "solver.pressure.rel_tol=0.01",
-            "solver.pressure.final_rel_tol=0", "solver.momentum.tol=1e-5",
+            "solver.pressure.final_rel_tol=0", 'solver.momentum.method="sgs"',
+            "solver.momentum.tol=1e-5",
             "solver.momentum.rel_tol=0", "postprocess.cavity=false", "output.plots=false",
             "output.fields=false"]
     return load_case("cavity", sets)

@@ -477,14 +477,20 @@ def _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out):
         out[2 * j + 1] = s2
 
 
+LOCKSTEP_SETS = 7  # the lockstep BiCGStab's rows of three vectors (see ManyWorkspace)
+
+
 class ManyWorkspace:
     """The vectors of the lockstep BiCGStab, ``(7, 3, n_cells)``: the right-hand sides (whose
     rows the solve reuses for ``t`` once the residual is formed) and six Krylov vectors per
     component.  Its rows also serve as a :class:`Workspace`'s vectors (``as_workspace``),
-    since the momentum and pressure solves never overlap."""
+    since the momentum and pressure solves never overlap.  Where the velocity is solved
+    otherwise (symmetric Gauss-Seidel: the right-hand sides and a residual), ``sets`` = 4
+    rows of three are enough: the pressure's 4 vectors and its AMG's levels fit in 12
+    (an AMG that needs more allocates its own), 72 bytes per cell less than 21."""
 
-    def __init__(self, n_cells, n_rows):
-        self.w = np.zeros((7, 3, n_cells))
+    def __init__(self, n_cells, n_rows, sets: int = LOCKSTEP_SETS):
+        self.w = np.zeros((sets, 3, n_cells))
         self.invd = np.zeros(n_rows)
         self.red_out = np.zeros(9)  # per-component partial sums, 3 at most per component
         self.act = np.zeros(3, dtype=np.int64)
@@ -505,8 +511,8 @@ class ManyWorkspace:
         """A :class:`Workspace` whose first vectors are rows of this one (``count`` at
         least; more are added as its own)."""
         ws = Workspace.__new__(Workspace)
-        flat = self.w.reshape(21, -1)
-        ws.v = [flat[k] for k in range(21)]
+        flat = self.w.reshape(-1, self.w.shape[2])
+        ws.v = list(flat)
         ws.invd = self.invd
         ws.rows = flat
         ws.reserve(count)
@@ -543,6 +549,8 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     ``ghosts_current``: the ghost values of ``X`` are up to date (no exchange first);
     ``exchange_after``: exchange the solution's ghosts at the end (inside the compiled call
     where it runs, which saves a Python exchange per solve)."""
+    if mws.w.shape[0] < LOCKSTEP_SETS:
+        raise ValueError(f"the lockstep BiCGStab needs a workspace of {LOCKSTEP_SETS} sets")
     plan = compiled_lockstep(A, len(comps), red, mws)
     if plan is not None:
         return _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current,
@@ -567,7 +575,7 @@ def _python_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
     """:func:`bicgstab_many` phase by phase from Python (threads, or no compiled MPI)."""
     n = A.pattern.n_rows
     p_ = A.pattern
-    B, R, R0, P, V, PH, SH = mws.w
+    B, R, R0, P, V, PH, SH = mws.w  # (a lockstep workspace: LOCKSTEP_SETS rows)
     T = B  # the right-hand side is not read after the residual
     S = R  # s = r - alpha v overwrites r, which the update then rebuilds from s
     m = len(comps)

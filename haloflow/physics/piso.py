@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg.krylov import ManyWorkspace, SolveInfo
+from ..linalg.krylov import LOCKSTEP_SETS, ManyWorkspace, SolveInfo
 from ..linalg.matrix import Pattern
 from ..mesh.fv import face_coeffs
 from ..parallel.timers import NULL_TIMERS
@@ -83,7 +83,9 @@ class PisoSolver:
         self.end_time, self.steady_tol = self._schedule(s)
 
         pattern = Pattern(lm)
-        many = ManyWorkspace(n, lm.n_owned)  # its rows also serve the other solves
+        # its rows also serve the other solves; all seven sets for the lockstep BiCGStab
+        lockstep = s.momentum.method == "bicgstab-jacobi"
+        many = ManyWorkspace(n, lm.n_owned, LOCKSTEP_SETS if lockstep else 4)
         ws = many.as_workspace(8)
         common = (lm, self.fc, self.bc, self.comps, self.gradient)
         self.closure = make_closure(lm, physics, Context(
