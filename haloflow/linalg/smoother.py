@@ -163,26 +163,81 @@ def _sweep_active(indptr, indices, data, invd, B, X, comps, act, n):
 @nb.njit(cache=True)
 def _residual_squares(indptr, indices, data, B, X, comps, act, rb, n, with_b):
     """Per active component j: ``rb[j] = |b - A x|^2`` (with ``with_b``, ``rb[2j]`` and
-    ``rb[2j + 1] = |b|^2``); inactive components add zeros."""
+    ``rb[2j + 1] = |b|^2``); inactive components add zeros.  The matrix is read once for
+    all of them; each component's sums are made in its own row order, so they are those
+    of a pass of its own, to the bit."""
     m = len(comps)
+    j0 = j1 = j2 = 0  # the active components' places in comps
+    na = 0
     for j in range(m):
-        d = comps[j]
-        rr = 0.0
-        bb = 0.0
-        if act[d]:
-            x, b = X[d], B[d]
-            for i in range(n):
-                s = b[i]
-                for k in range(indptr[i], indptr[i + 1]):
-                    s -= data[k] * x[indices[k]]
-                rr += s * s
-                if with_b:
-                    bb += b[i] * b[i]
+        rb[j] = 0.0
         if with_b:
-            rb[2 * j] = rr
-            rb[2 * j + 1] = bb
-        else:
-            rb[j] = rr
+            rb[2 * j] = 0.0
+            rb[2 * j + 1] = 0.0
+        if act[comps[j]]:
+            if na == 0:
+                j0 = j1 = j2 = j
+            elif na == 1:
+                j1 = j2 = j
+            else:
+                j2 = j
+            na += 1
+    if na == 0:
+        return
+    x0, x1, x2 = X[comps[j0]], X[comps[j1]], X[comps[j2]]
+    b0, b1, b2 = B[comps[j0]], B[comps[j1]], B[comps[j2]]
+    r0 = r1 = r2 = q0 = q1 = q2 = 0.0
+    if na == 3:
+        for i in range(n):
+            s0, s1, s2 = b0[i], b1[i], b2[i]
+            for k in range(indptr[i], indptr[i + 1]):
+                a = data[k]
+                j = indices[k]
+                s0 -= a * x0[j]
+                s1 -= a * x1[j]
+                s2 -= a * x2[j]
+            r0 += s0 * s0
+            r1 += s1 * s1
+            r2 += s2 * s2
+            if with_b:
+                q0 += b0[i] * b0[i]
+                q1 += b1[i] * b1[i]
+                q2 += b2[i] * b2[i]
+    elif na == 2:
+        for i in range(n):
+            s0, s1 = b0[i], b1[i]
+            for k in range(indptr[i], indptr[i + 1]):
+                a = data[k]
+                j = indices[k]
+                s0 -= a * x0[j]
+                s1 -= a * x1[j]
+            r0 += s0 * s0
+            r1 += s1 * s1
+            if with_b:
+                q0 += b0[i] * b0[i]
+                q1 += b1[i] * b1[i]
+    else:
+        for i in range(n):
+            s0 = b0[i]
+            for k in range(indptr[i], indptr[i + 1]):
+                s0 -= data[k] * x0[indices[k]]
+            r0 += s0 * s0
+            if with_b:
+                q0 += b0[i] * b0[i]
+    _put(rb, j0, r0, q0, with_b)
+    if na > 1:
+        _put(rb, j1, r1, q1, with_b)
+    if na > 2:
+        _put(rb, j2, r2, q2, with_b)
+
+
+@nb.njit(cache=True, inline="always")
+def _put(rb, j, rr, bb, with_b):
+    if with_b:
+        rb[2 * j] = rr
+        rb[2 * j + 1] = bb
+    else:
+        rb[j] = rr
 
 
 @nb.njit(cache=True)
