@@ -348,6 +348,8 @@ def _schema() -> dict[str, Any]:
                 "rel_tol": _Key(_number(0), 0.0),
                 "max_iter": _Key(_integer(1, 10**7), 1000),
                 "n_sweeps": _Key(_integer(1, 1000), 1),  # sgs: sweeps between residual checks
+                # PISO's first guess: 2 U^n - U^(n-1) ("extrapolated") or U^n ("previous")
+                "guess": _Key(_choice("extrapolated", "previous"), "extrapolated"),
             },
         },
         "parallel": {

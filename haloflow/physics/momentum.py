@@ -228,6 +228,11 @@ class Momentum:
                 linear_upwind_source(lm.owner, lm.neighbour, phi, g.face_centres, self.fcn,
                                      g.cell_centres, self.gradU, self.comps, self.b0)
 
+    def ghosts_stale(self) -> None:
+        """The owned rows of ``U`` changed since its ghosts were exchanged: the next solve
+        exchanges them first."""
+        self._ghosts_current = False
+
     def relax(self, alpha: float, inv_dt: float = 0.0) -> None:
         """Implicit under-relaxation: ``A/alpha U = H + (1 - alpha)/alpha A U_old``, with at
         least ``V inv_dt`` added to ``A`` (see :func:`relax_momentum`)."""

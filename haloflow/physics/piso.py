@@ -136,7 +136,8 @@ class PisoSolver:
         return {"time_scheme": s.time_scheme}
 
     def _time_scheme(self, s):
-        return TIME_SCHEMES[s.time_scheme](float(s.dt), self.U)
+        guess = s.momentum.guess == "extrapolated"
+        return TIME_SCHEMES[s.time_scheme](float(s.dt), self.U, guess)
 
     def _schedule(self, s) -> tuple[float, float]:
         """``(end_time, steady_tol)``."""
@@ -218,6 +219,8 @@ class PisoSolver:
         self.ts.begin_step(self.U)
         self._assemble_momentum()
         self._rau_sent = False
+        if self.ts.guess(self.U, self.lm.n_owned):  # 2 U^n - U^(n-1) on the owned rows
+            self.momentum.ghosts_stale()
         u_solves = self.momentum.predict(self.grad)
         t_solve = None if self.energy is None else self.energy.solve(self.phi, self.dt)
         p_solves = [self._correct(k == self.n_corr - 1) for k in range(self.n_corr)]
