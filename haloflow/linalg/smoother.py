@@ -103,19 +103,36 @@ def sgs(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, rel_tol: float = 0.
 
 # -- every velocity component in lockstep --------------------------------------------------
 
+@nb.njit(cache=True, inline="always")
+def _less_row3(indptr, indices, data, x0, x1, x2, i, s0, s1, s2):
+    """``s - A[i] x`` for three components, the row read once."""
+    for k in range(indptr[i], indptr[i + 1]):
+        a = data[k]
+        j = indices[k]
+        s0 -= a * x0[j]
+        s1 -= a * x1[j]
+        s2 -= a * x2[j]
+    return s0, s1, s2
+
+
+@nb.njit(cache=True, inline="always")
+def _less_row2(indptr, indices, data, x0, x1, i, s0, s1):
+    """``s - A[i] x`` for two components, the row read once."""
+    for k in range(indptr[i], indptr[i + 1]):
+        a = data[k]
+        j = indices[k]
+        s0 -= a * x0[j]
+        s1 -= a * x1[j]
+    return s0, s1
+
+
 @nb.njit(cache=True)
 def _sweep3(indptr, indices, data, invd, b0, b1, b2, x0, x1, x2, n):
     """:func:`_symmetric_sweep` of three components reading each matrix row once, each
     component's arithmetic that of its own sweep."""
     for t in range(2 * n):
         i = t if t < n else 2 * n - 1 - t
-        s0, s1, s2 = b0[i], b1[i], b2[i]
-        for k in range(indptr[i], indptr[i + 1]):
-            a = data[k]
-            j = indices[k]
-            s0 -= a * x0[j]
-            s1 -= a * x1[j]
-            s2 -= a * x2[j]
+        s0, s1, s2 = _less_row3(indptr, indices, data, x0, x1, x2, i, b0[i], b1[i], b2[i])
         x0[i] += s0 * invd[i]
         x1[i] += s1 * invd[i]
         x2[i] += s2 * invd[i]
@@ -126,12 +143,7 @@ def _sweep2(indptr, indices, data, invd, b0, b1, x0, x1, n):
     """:func:`_sweep3` of two components."""
     for t in range(2 * n):
         i = t if t < n else 2 * n - 1 - t
-        s0, s1 = b0[i], b1[i]
-        for k in range(indptr[i], indptr[i + 1]):
-            a = data[k]
-            j = indices[k]
-            s0 -= a * x0[j]
-            s1 -= a * x1[j]
+        s0, s1 = _less_row2(indptr, indices, data, x0, x1, i, b0[i], b1[i])
         x0[i] += s0 * invd[i]
         x1[i] += s1 * invd[i]
 
@@ -189,13 +201,8 @@ def _residual_squares(indptr, indices, data, B, X, comps, act, rb, n, with_b):
     r0 = r1 = r2 = q0 = q1 = q2 = 0.0
     if na == 3:
         for i in range(n):
-            s0, s1, s2 = b0[i], b1[i], b2[i]
-            for k in range(indptr[i], indptr[i + 1]):
-                a = data[k]
-                j = indices[k]
-                s0 -= a * x0[j]
-                s1 -= a * x1[j]
-                s2 -= a * x2[j]
+            s0, s1, s2 = _less_row3(indptr, indices, data, x0, x1, x2, i, b0[i], b1[i],
+                                    b2[i])
             r0 += s0 * s0
             r1 += s1 * s1
             r2 += s2 * s2
@@ -205,12 +212,7 @@ def _residual_squares(indptr, indices, data, B, X, comps, act, rb, n, with_b):
                 q2 += b2[i] * b2[i]
     elif na == 2:
         for i in range(n):
-            s0, s1 = b0[i], b1[i]
-            for k in range(indptr[i], indptr[i + 1]):
-                a = data[k]
-                j = indices[k]
-                s0 -= a * x0[j]
-                s1 -= a * x1[j]
+            s0, s1 = _less_row2(indptr, indices, data, x0, x1, i, b0[i], b1[i])
             r0 += s0 * s0
             r1 += s1 * s1
             if with_b:
