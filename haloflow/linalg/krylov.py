@@ -481,7 +481,7 @@ LOCKSTEP_SETS = 7  # the lockstep BiCGStab's rows of three vectors (see ManyWork
 
 
 class ManyWorkspace:
-    """The vectors of the lockstep BiCGStab, ``(7, 3, n_cells)``: the right-hand sides (whose
+    """The vectors of the lockstep BiCGStab, ``(sets, 3, n_cells)``: the right-hand sides (whose
     rows the solve reuses for ``t`` once the residual is formed) and six Krylov vectors per
     component.  Its rows also serve as a :class:`Workspace`'s vectors (``as_workspace``),
     since the momentum and pressure solves never overlap.  Where the velocity is solved

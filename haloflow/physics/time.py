@@ -54,14 +54,6 @@ def scalar_levels(x, old, old2, x_time, dt: float, bdf2: bool, started: bool):
     return 2.0 * dt / 3.0, True
 
 
-@nb.njit(cache=True)
-def extrapolate_rows(U, prev, n):
-    """``U[:, :n] = 2 U - prev`` in place: the predictor's first guess."""
-    for d in range(U.shape[0]):
-        for c in range(n):
-            U[d, c] = 2.0 * U[d, c] - prev[d, c]
-
-
 class Euler:
     """Implicit Euler: the time term and the explicit convection see ``U^n``.
     ``guess``: the predictor starts from ``2 U^n - U^(n-1)`` (see the module docstring)."""
@@ -89,7 +81,8 @@ class Euler:
         them (their ghosts are then stale)."""
         if self.U_prev is None or not self.has_prev:
             return False
-        extrapolate_rows(U, self.U_prev, n)
+        for d in range(U.shape[0]):  # each component's owned rows: contiguous
+            extrapolate(U[d, :n], self.U_prev[d, :n], U[d, :n])
         return True
 
     def state(self) -> tuple[dict, dict]:
