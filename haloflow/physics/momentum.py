@@ -61,6 +61,8 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
             corr = F * (ulin - uup)
             bd[o] -= corr
             bd[n] += corr
+    # comps indexed, not iterated, below: an array iterated inside a branch costs numba a
+    # reference count per face (a fifth of this kernel on pitzDaily's boundary)
     for f in range(ni, len(owner)):
         b = f - ni
         k = ukind[b]
@@ -69,7 +71,8 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
             D = nu_f[f if per_face else 0] * gdiff[f]
             diag[o] += D
             coef = D - phi[f]
-            for d in comps:
+            for j in range(len(comps)):
+                d = comps[j]
                 b0[d, o] += coef * uvalue[b, d]
         elif k == SYMMETRY:
             coef = 0.5 * nu_f[f if per_face else 0] * gdiff[f]
@@ -78,12 +81,14 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
             un = 0.0
             for d in range(3):
                 un += U[d, o] * sf[f, d] / m
-            for d in comps:
+            for j in range(len(comps)):
+                d = comps[j]
                 b0[d, o] += coef * (U[d, o] - 2.0 * un * sf[f, d] / m)
         elif k != EMPTY:  # zero gradient: outflow carries the cell value, inflow explicit
             diag[o] += max(phi[f], 0.0)
             if phi[f] < 0.0:
-                for d in comps:
+                for j in range(len(comps)):
+                    d = comps[j]
                     b0[d, o] -= phi[f] * U[d, o]
 
 
