@@ -8,7 +8,7 @@ U relaxed 0.9, ``bounded Gauss linearUpwind grad(U)``, every solve to 1e-7, run 
 initial residuals of U and p were below 1e-5 (444 iterations).  The flow
 reattaches to the lower wall 6.983 step heights (h = 25.4 mm) behind the step: the
 first change of sign, from backward to forward, of u in the wall cells of the floor, as
-below.  haloflow measured 6.997 (+0.2 %, 501 iterations); the tolerance, 1 %, is about
+below.  haloflow measured 6.997 (+0.2 %, 500 iterations); the tolerance, 1 %, is about
 one wall cell (the floor's cells are 0.075 h long there).
 """
 
