@@ -52,7 +52,8 @@ def gs_blocks(indptr, indices, data, diag_pos, dinv, b, x, n, forward, nt, bw, x
     """``amg.gs_sweep`` with the rows in ``nt`` blocks swept side by side, each reading the
     other blocks' rows from the snapshot ``xo`` (taken here, rows within ``bw`` of a
     boundary); each row summed as ``amg._gs_row`` sums it, so one block is that sweep to
-    the bit."""
+    the bit.  Rows more than ``bw`` inside their block have every owned column in it and
+    read ``x`` without the test (a fifth of a sweep's time on one block)."""
     for t in range(1, nt):
         c = n * t // nt
         for i in range(max(c - bw, 0), min(c + bw + 1, n)):
@@ -63,8 +64,12 @@ def gs_blocks(indptr, indices, data, diag_pos, dinv, b, x, n, forward, nt, bw, x
         for q in range(hi - lo):
             i = lo + q if forward else hi - 1 - q
             s = b[i]
-            for k in range(indptr[i], indptr[i + 1]):
-                s -= data[k] * _x_of(x, xo, indices[k], lo, hi, n)
+            if lo + bw <= i < hi - bw:
+                for k in range(indptr[i], indptr[i + 1]):
+                    s -= data[k] * x[indices[k]]
+            else:
+                for k in range(indptr[i], indptr[i + 1]):
+                    s -= data[k] * _x_of(x, xo, indices[k], lo, hi, n)
             x[i] += s * dinv[i]
 
 
