@@ -69,6 +69,13 @@ the all-Neumann finite-volume Laplacian):
   took 2 iterations more in parallel than serially.  The price is more distributed levels,
   whose exchanges and reductions the model prices; on a slow network pass a larger
   ``gather_below`` (the hierarchy and the iterations stay the same).
+  On 2D stencils (``AMLI_COUPLINGS`` as below) both thresholds are ``COARSEST_2D`` = 1000:
+  a 2D level's Cholesky fills in little, and the small levels' cycles cost more than their
+  rows say.  pitzDaily's 984-row level solved directly instead of cycled on down to 196
+  rows: 0.80x the time per pressure iteration, a refresh 0.23 -> 0.45 ms, 3.90 -> 3.86
+  iterations per solve; on 2 ranks 172 -> 69 exchanges per SIMPLE iteration.  In 3D
+  (32^3 cavity) the same threshold took 5.26 iterations instead of 5.0 and a refresh
+  0.8 -> 1.3 ms (docs/performance.md, ninth pass).
 - *Small levels get one plain cycle.*  Below ``KRYLOV_ABOVE`` global rows a level is not
   solved by the K-cycle's two Krylov steps but by one cycle: without it the visits, and the
   reductions, double at every level (62^3: 64 reductions per application against 33), for
@@ -128,6 +135,7 @@ NULL_PHASE = NULL_TIMERS("")  # an untimed block
 
 GATHER_BELOW = 300  # every rank holds the whole coarse problem once it has fewer rows
 COARSEST = 300  # solve directly (LU) at or below this many unknowns
+COARSEST_2D = 1000  # both, on 2D stencils (at most AMLI_COUPLINGS couplings a row)
 MIN_RATIO = 1.4  # stop coarsening if a level shrinks by less than this factor
 STRENGTH = 0.25  # pair only with couplings at least this fraction of the row's strongest
 TIE = 0.05  # couplings within this relative difference are equally strong (docstring)
@@ -911,24 +919,27 @@ class AMG:
             raise ValueError(f"unknown AMG cycle {cycle!r} (K, A, V or auto)")
         self.amli = amli_steps(AMLI_LMIN)
         self.aggregation = aggregation
+        planar = self._couplings() <= AMLI_COUPLINGS  # a 2D stencil
+        self.coarsest = COARSEST_2D if planar else COARSEST
         # replicate below this many global rows: the network decides where that pays (a
         # slow one makes a distributed level's exchanges dearer than the whole level's work)
-        self.gather_below = GATHER_BELOW if gather_below is None else int(gather_below)
+        self.gather_below = (self.coarsest if planar else GATHER_BELOW) if gather_below is None \
+            else int(gather_below)
         self._halo = lambda topo, c: halo.make(strategy, topo, c)
         self.levels: list[Level] = []
         self.root = red.rank == 0
         self._setup()
         self.block = self._vectors(work)
         if self.cycle_kind == "auto":
-            self.cycle_kind = "A" if self._couplings() > AMLI_COUPLINGS else "K"
+            self.cycle_kind = "K" if planar else "A"
 
     def _couplings(self) -> float:
         """Off-diagonal entries per row of the top level, over all ranks."""
-        top = self.levels[0]
-        nnz = len(top.indices)
-        if top.red.parallel:
-            nnz = transfer.total(self.comm, nnz)
-        return nnz / max(top.rows, 1) - 1.0
+        p = self.A.pattern
+        nnz, rows = len(p.indices), p.n_rows
+        if self.red.parallel:
+            nnz, rows = transfer.total(self.comm, nnz), transfer.total(self.comm, rows)
+        return nnz / max(rows, 1) - 1.0
 
     # -- set-up ---------------------------------------------------------------------------------
     def _setup(self):
@@ -949,7 +960,7 @@ class AMG:
             # the top level is always coarsened once, as a distributed one must be, so that
             # small problems get the same hierarchy on any number of ranks; levels a parallel
             # run distributes are coarsened however small (GATHER_BELOW below COARSEST)
-            if not distributed and n_global <= COARSEST and self.first_redundant is not None:
+            if not distributed and n_global <= self.coarsest and self.first_redundant is not None:
                 break
             if distributed:  # a distributed level always hands over to a coarser one
                 plan = self._plan(lev)
