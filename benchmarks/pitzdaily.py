@@ -16,10 +16,10 @@ the channel across x as haloflow's RCB does.
 ms per iteration, start-up and the first iteration left out of both: haloflow's time-loop
 seconds less its first iteration's (summary.json), over the remaining iterations; for
 simpleFoam the wall time of the run less that of a one-iteration run (start-up, mesh
-reading, the first iteration), over the remaining iterations.  Runs are interleaved (haloflow 1, 2 ranks,
-simpleFoam 1, 2 ranks, then again) and the medians kept.  Other users' jobs on a small
-machine show up as spread, so each run waits until the cores are idle (``--quiet-below``,
-from /proc/stat) and stores the busy fraction it saw.
+reading, the first iteration), over the remaining iterations.  Runs are interleaved
+(haloflow 1, 2 ranks, simpleFoam 1, 2 ranks, then again) and the medians kept.  Other users'
+jobs on a small machine show up as spread, so each run waits until the cores are idle
+(``--quiet- below``, from /proc/stat) and stores the busy fraction it saw.
 simpleFoam is skipped when OpenFOAM is not installed.  Writes benchmarks/results/pitzdaily.json.
 """
 

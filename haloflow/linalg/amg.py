@@ -69,7 +69,7 @@ the all-Neumann finite-volume Laplacian):
   took 2 iterations more in parallel than serially.  The price is more distributed levels,
   whose exchanges and reductions the model prices; on a slow network pass a larger
   ``gather_below`` (the hierarchy and the iterations stay the same).
-  On 2D stencils (``AMLI_COUPLINGS`` as below) both thresholds are ``COARSEST_2D`` = 1000:
+  On 2D problems (``dims``, the solved directions) both thresholds are ``COARSEST_2D`` = 1000:
   a 2D level's Cholesky fills in little, and the small levels' cycles cost more than their
   rows say.  pitzDaily's 984-row level solved directly instead of cycled on down to 196
   rows: 0.80x the time per pressure iteration, a refresh 0.23 -> 0.45 ms, 3.90 -> 3.86
@@ -135,7 +135,7 @@ NULL_PHASE = NULL_TIMERS("")  # an untimed block
 
 GATHER_BELOW = 300  # every rank holds the whole coarse problem once it has fewer rows
 COARSEST = 300  # solve directly (LU) at or below this many unknowns
-COARSEST_2D = 1000  # both, on 2D stencils (at most AMLI_COUPLINGS couplings a row)
+COARSEST_2D = 1000  # both, on 2D problems (AMG's ``dims``)
 MIN_RATIO = 1.4  # stop coarsening if a level shrinks by less than this factor
 STRENGTH = 0.25  # pair only with couplings at least this fraction of the row's strongest
 TIE = 0.05  # couplings within this relative difference are equally strong (docstring)
@@ -899,11 +899,13 @@ class AMG:
 
     ``red`` is the run's Reducer: the distributed levels reduce on its communicator and
     every level counts into its ``stats`` the reductions a parallel run makes (see
-    ``_serial_next``)."""
+    ``_serial_next``).  ``dims``: the problem's dimensions, 2 for a one-cell-thick mesh
+    (the coarse levels then end at ``COARSEST_2D`` rows); None: judged from the stencil."""
 
     def __init__(self, A, lmesh, red: Reducer, strategy: str = "packed", cycle: str | None = None,
                  timers=NULL_TIMERS, aggregation: str = AGGREGATION,
-                 gather_below: int | None = None, work: np.ndarray | None = None):
+                 gather_below: int | None = None, work: np.ndarray | None = None,
+                 dims: int | None = None):
         if aggregation not in ("global", "local"):
             raise ValueError(f"unknown AMG aggregation {aggregation!r} (global or local)")
         self.A = A
@@ -919,7 +921,10 @@ class AMG:
             raise ValueError(f"unknown AMG cycle {cycle!r} (K, A, V or auto)")
         self.amli = amli_steps(AMLI_LMIN)
         self.aggregation = aggregation
-        planar = self._couplings() <= AMLI_COUPLINGS  # a 2D stencil
+        couplings = self._couplings()
+        # a 2D problem (the mesh's solved directions; without them, a 2D stencil's couplings:
+        # a tetrahedral mesh's 4 would pass for 2D there)
+        planar = dims <= 2 if dims is not None else couplings <= AMLI_COUPLINGS
         self.coarsest = COARSEST_2D if planar else COARSEST
         # replicate below this many global rows: the network decides where that pays (a
         # slow one makes a distributed level's exchanges dearer than the whole level's work)
@@ -931,7 +936,7 @@ class AMG:
         self._setup()
         self.block = self._vectors(work)
         if self.cycle_kind == "auto":
-            self.cycle_kind = "K" if planar else "A"
+            self.cycle_kind = "A" if couplings > AMLI_COUPLINGS else "K"
 
     def _couplings(self) -> float:
         """Off-diagonal entries per row of the top level, over all ranks."""

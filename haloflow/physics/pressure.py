@@ -369,7 +369,8 @@ class Pressure:
         # the levels' work vectors in the workspace's rows the Krylov method leaves free:
         # the momentum solver's, idle while the pressure is solved
         self.amg = AMG(self.P, self.lm, self.red, strategy=self.halo, timers=self.timers,
-                       cycle=self.cfg.cycle, work=self.ws.spare(self._vectors))
+                       cycle=self.cfg.cycle, work=self.ws.spare(self._vectors),
+                       dims=len(self.comps))
         self.compiled = compiled_solver(self.amg, self.krylov)
 
     def state(self) -> tuple[dict, dict]:
