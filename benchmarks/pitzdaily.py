@@ -19,7 +19,7 @@ simpleFoam the wall time of the run less that of a one-iteration run (start-up, 
 reading, the first iteration), over the remaining iterations.  Runs are interleaved
 (haloflow 1, 2 ranks, simpleFoam 1, 2 ranks, then again) and the medians kept.  Other users'
 jobs on a small machine show up as spread, so each run waits until the cores are idle
-(``--quiet- below``, from /proc/stat) and stores the busy fraction it saw.
+(``--quiet-below``, from /proc/stat) and stores the busy fraction it saw.
 simpleFoam is skipped when OpenFOAM is not installed.  Writes benchmarks/results/pitzdaily.json.
 """
 
