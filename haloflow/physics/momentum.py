@@ -169,6 +169,10 @@ class Momentum:
         lm = lmesh
         n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
         self.U, self.lm, self.fc, self.bc, self.comps = U, lm, fc, bc, comps
+        # the same as a tuple for the cell and face kernels: compiled for it, their loops over
+        # the components unroll (pitzDaily: nonorth_diffusion_source and linear_upwind_source
+        # 0.50x, relax_momentum 0.24x the time they take with the array)
+        self.axes = tuple(int(d) for d in comps)
         self.gradient, self.nu_face, self.stress = gradient, nu_face, stress
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
         self.mws = many  # the lockstep solve's vectors (BiCGStab-Jacobi)
@@ -206,7 +210,7 @@ class Momentum:
         with self.timers("assemble"):
             momentum_system(lm.owner, lm.neighbour, fc.weight, phi, fc.gdiff, self.nu_face,
                             self.vol, ddt, bc.u_kind, bc.u_value, U_conv, U_time, self.linear,
-                            self.comps, self.diag, self.lower, self.upper, self.b0, self.sf)
+                            self.axes, self.diag, self.lower, self.upper, self.b0, self.sf)
             if self.stress is not None:
                 no = lm.n_owned
                 self.b0[:, :no] += self.stress[:, :no]
@@ -227,11 +231,11 @@ class Momentum:
         with T("assemble"):
             if self.nonorth:
                 nonorth_diffusion_source(lm.owner, lm.neighbour, fc.weight, fc.corr, self.gradU,
-                                         self.comps, self.nu_face, self.b0)
+                                         self.axes, self.nu_face, self.b0)
             if self.linear_upwind:
                 g = lm.geometry
                 linear_upwind_source(lm.owner, lm.neighbour, phi, g.face_centres, self.fcn,
-                                     g.cell_centres, self.gradU, self.comps, self.b0)
+                                     g.cell_centres, self.gradU, self.axes, self.b0)
 
     def ghosts_stale(self) -> None:
         """The owned rows of ``U`` changed since its ghosts were exchanged: the next solve
@@ -241,7 +245,7 @@ class Momentum:
     def relax(self, alpha: float, inv_dt: float = 0.0) -> None:
         """Implicit under-relaxation: ``A/alpha U = H + (1 - alpha)/alpha A U_old``, with at
         least ``V inv_dt`` added to ``A`` (see :func:`relax_momentum`)."""
-        relax_momentum(self.diag, self.U, self.comps, alpha, self.vol, inv_dt,
+        relax_momentum(self.diag, self.U, self.axes, alpha, self.vol, inv_dt,
                        self.lm.n_owned, self.b0)
 
     def fill(self) -> None:

@@ -237,6 +237,7 @@ class Pressure:
         nf = lm.n_faces
         self.p, self.grad, self.phi = p, grad, phi
         self.lm, self.fc, self.bc, self.comps, self.gradient = lm, fc, bc, comps, gradient
+        self.axes = tuple(int(d) for d in comps)  # for the face kernels (see momentum.py)
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
         self.nonorth, self.n_nonorth, self.singular = nonorth, n_nonorth, singular
         self.cfg, self.halo = settings, halo
@@ -318,7 +319,7 @@ class Pressure:
                 self.ex.exchange(self.grad_fields)
             with T("fluxes"):
                 nonorth_flux_correction(lm.owner, lm.neighbour, fc.weight, fc.corr, rAU,
-                                        self.grad, self.comps, self.phiH)
+                                        self.grad, self.axes, self.phiH)
             final_solve = final and k == self.n_nonorth
             last = self._solve(k == 0 and new_matrix,
                                cfg.final_rel_tol if final_solve else cfg.rel_tol)
@@ -406,7 +407,7 @@ class Pressure:
         if self._gauss:
             args = (lm.owner, lm.neighbour, self.fc.weight, self.sf, lm.geometry.cell_volumes,
                     self.phiH, self.g, self.p, bc.p_kind, bc.p_value, self.phi, self.grad,
-                    U, HbyA, rAU, self.comps, n)
+                    U, HbyA, rAU, self.axes, n)
             f0 = nint if self.ex.overlaps else 0
             with T("halo"):
                 if f0:

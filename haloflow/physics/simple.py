@@ -110,7 +110,7 @@ class SimpleSolver(PisoSolver):
         if self.consistent:
             M = self.momentum.M
             M.off_diagonal(self.ones, self.offsum)
-            consistent_rau(self.momentum.vol, M.diag, self.offsum, self.grad, self.comps,
+            consistent_rau(self.momentum.vol, M.diag, self.offsum, self.grad, self.momentum.axes,
                            self.lm.n_owned, self.HbyA, self.rAU)
 
     def _system_with_fluxes(self) -> bool:
