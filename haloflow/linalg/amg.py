@@ -928,8 +928,9 @@ class AMG:
         self.coarsest = COARSEST_2D if planar else COARSEST
         # replicate below this many global rows: the network decides where that pays (a
         # slow one makes a distributed level's exchanges dearer than the whole level's work)
-        self.gather_below = (self.coarsest if planar else GATHER_BELOW) if gather_below is None \
-            else int(gather_below)
+        if gather_below is None:
+            gather_below = COARSEST_2D if planar else GATHER_BELOW
+        self.gather_below = int(gather_below)
         self._halo = lambda topo, c: halo.make(strategy, topo, c)
         self.levels: list[Level] = []
         self.root = red.rank == 0

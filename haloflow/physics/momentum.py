@@ -61,8 +61,9 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
             corr = F * (ulin - uup)
             bd[o] -= corr
             bd[n] += corr
-    # comps indexed, not iterated, below: an array iterated inside a branch costs numba a
-    # reference count per face (a fifth of this kernel on pitzDaily's boundary)
+    # comps indexed, not iterated, below: the caller passes a tuple, but given an array, one
+    # iterated inside a branch costs numba a reference count per face (a fifth of this
+    # kernel on pitzDaily's boundary)
     for f in range(ni, len(owner)):
         b = f - ni
         k = ukind[b]

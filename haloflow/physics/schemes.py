@@ -65,14 +65,6 @@ def gauss_gradient_part(owner, neighbour, weight, sf, vol, axes, phi, bkind, bva
             grad[d, c] *= iv
 
 
-def gauss_gradient(owner, neighbour, weight, sf, vol, phi, bkind, bvalue, grad):
-    """grad (3, n_cells) of the cell scalar ``phi``; rows of ghost cells are meaningless."""
-    args = (owner, neighbour, weight, sf, vol, (True, True, True), phi, bkind, bvalue, grad,
-            len(neighbour))
-    gauss_gradient_part(*args, True)
-    gauss_gradient_part(*args, False)
-
-
 @nb.njit(cache=True)
 def lsq_gradient_part(owner, neighbour, lo, ln, lb, phi, bkind, bvalue, grad, n_interior,
                       first):

@@ -57,7 +57,6 @@ def test_boundary_loops_count_no_references(helper):
     assert _increfs(getattr(pressure, helper), *args) == 0
 
 
-
 def _laplacian_1d(n):
     """Tridiagonal CSR, columns sorted, with its diagonal positions."""
     rows = [[j for j in (i - 1, i, i + 1) if 0 <= j < n] for i in range(n)]
