@@ -2,12 +2,13 @@
 
 Both solve the built-in ``pitzdaily`` case (haloflow/cases/pitzdaily.toml): the tutorial's
 12 225-cell blockMesh mesh, uniform inlet 10 m/s, nu = 1e-3 (Re 254 on the step height),
-SIMPLEC with linear-upwind convection, each run until its own residual target (haloflow:
-every initial residual, ||b - A x0|| / ||b||, below 1e-5; simpleFoam: residualControl
-p 1e-5, U 1e-5 on OpenFOAM's normalised residuals).  simpleFoam gets the tutorial's linear
-solvers (GAMG for p, symmetric Gauss-Seidel for U, relTol 0.1) and relaxation (U 0.9),
-``simulationType laminar``, and the ``simple`` (2 1 1) decomposition on 2 ranks, which cuts
-the channel across x as haloflow's RCB does.
+SIMPLEC with linear-upwind convection, each run until every initial residual is below
+1e-5, both on OpenFOAM's normalised residual (simpleFoam: residualControl p 1e-5, U 1e-5;
+haloflow: the case's ``solver.residual_norm = "normalised"``; ``--set
+'solver.residual_norm="relative"'`` stops it on ||b - A x0|| / ||b|| instead).
+simpleFoam gets the tutorial's linear solvers (GAMG for p, symmetric Gauss-Seidel for U,
+relTol 0.1) and relaxation (U 0.9), ``simulationType laminar``, and the ``simple`` (2 1 1)
+decomposition on 2 ranks, which cuts the channel across x as haloflow's RCB does.
 
     .venv/bin/python benchmarks/pitzdaily.py                  # 1 and 2 ranks, 3 repeats
     .venv/bin/python benchmarks/pitzdaily.py --repeat 5 --no-openfoam

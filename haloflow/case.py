@@ -323,6 +323,8 @@ def _schema() -> dict[str, Any]:
             "laplacian": _Key(_choice("corrected", "uncorrected"), "corrected"),
             "n_nonorth_correctors": _Key(_integer(0, 100), 0),
             "residual_tol": _Key(_number(0), 1e-5),  # SIMPLE
+            # initial residuals as ||b - A x|| / ||b|| or OpenFOAM's normalised 1-norm
+            "residual_norm": _Key(_choice("relative", "normalised"), "relative"),
             "max_iterations": _Key(_integer(1, 10**9), 5000),  # SIMPLE
             "consistent": _Key(_boolean(), False),  # SIMPLEC
             "relaxation": {  # SIMPLE

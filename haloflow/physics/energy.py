@@ -25,6 +25,7 @@ import numpy as np
 
 from ..linalg.krylov import bicgstab
 from ..linalg.matrix import DistMatrix
+from ..linalg.measure import NormalisedResidual
 from ..mesh.core import neighbour_centres
 from .closures.transport import relax_scalar
 from .patches import EMPTY, FIXED, FIXED_GRADIENT
@@ -180,6 +181,7 @@ class Energy:
         self.lm, self.fc, self.ex, self.red, self.ws, self.timers = (
             lm, fc, exchanger, red, workspace, timers)
         self.cfg = settings
+        self.normalised = None  # a NormalisedResidual: report OpenFOAM's initial residual
         self.alpha = float(physics.nu) / float(physics.Pr)
         self.beta = float(physics.beta)
         self.T_ref = float(physics.T_ref)
@@ -276,11 +278,22 @@ class Energy:
                 relax_scalar(self.diag, self.T, self.relaxation, lm.n_owned, self.rhs)
             self.M.fill(self.diag, self.lower, self.upper)
         cfg = self.cfg
+        res0 = None
+        if self.normalised is not None:  # T's ghosts are current (the last H/A exchange)
+            res0 = self.normalised(self.T.reshape(1, -1), self.rhs.reshape(1, -1))[0]
         with T("solve_U"):  # the phase of every transport solve (U, T)
             info = bicgstab(self.M, self.rhs, self.T, cfg.tol, cfg.max_iter, self.red,
                             self.ws, None, cfg.rel_tol)
+        if res0 is not None:
+            info.res0 = res0
         self._boundary_values()  # from owned cells only
         return info
+
+    def measure_normalised(self) -> None:
+        """Report OpenFOAM's normalised initial residual (``solver.residual_norm``)."""
+        lm = self.lm
+        self.normalised = NormalisedResidual(self.M, (0,), lm.n_owned, lm.n_cells_global,
+                                             self.red)
 
     def _time_levels(self, dt: float) -> float:
         """Keep the old levels; the time term's ``ddt`` (:func:`.time.scalar_levels`)."""

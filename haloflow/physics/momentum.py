@@ -14,6 +14,7 @@ import numpy as np
 
 from ..linalg.krylov import bicgstab, bicgstab_many, compiled_lockstep
 from ..linalg.matrix import DistMatrix
+from ..linalg.measure import NormalisedResidual
 from ..linalg.precond import SymmetricGaussSeidel
 from ..linalg.smoother import sgs, sgs_many
 from ..parallel import threads
@@ -91,6 +92,15 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
                 for j in range(len(comps)):
                     d = comps[j]
                     b0[d, o] -= phi[f] * U[d, o]
+
+
+def _with_res0(solves: list, res0) -> list:
+    """The solves' infos with their initial residuals replaced by ``res0`` (one per solve),
+    or as they are where ``res0`` is None."""
+    if res0 is not None:
+        for info, r in zip(solves, res0, strict=True):
+            info.res0 = r
+    return solves
 
 
 @nb.njit(cache=True)
@@ -181,6 +191,7 @@ class Momentum:
         # initial guess has current ghosts from the second step on
         self._ghosts_current = False
         self.cfg = settings
+        self.normalised = None  # a NormalisedResidual: report OpenFOAM's initial residuals
         self.vol = lm.geometry.cell_volumes
         self.sf = lm.geometry.face_areas
         self.linear = convection == "linear"
@@ -265,31 +276,54 @@ class Momentum:
             with T("solve_U"):
                 momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned,
                              self.mws.rhs)
+                res0 = self._normalised(self.U, self.mws.rhs)
                 # the velocity's ghosts exchanged at the end, inside the solve's call
                 u_solves = bicgstab_many(self.M, self.U, self.comps, cfg.tol, cfg.max_iter,
                                          self.red, self.mws, cfg.rel_tol,
                                          self._ghosts_current, exchange_after=True)
                 self._ghosts_current = True
-            return u_solves
+            return _with_res0(u_solves, res0)
         if self.cfg.method == "sgs":  # every component's sweeps in lockstep
             cfg = self.cfg
             with T("solve_U"):
                 momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned,
                              self.mws.rhs)
+                res0 = self._normalised(self.U, self.mws.rhs)
                 u_solves = sgs_many(self.M, self.U, self.comps, cfg.tol, cfg.max_iter,
                                     self.red, self.mws, cfg.rel_tol, cfg.n_sweeps,
                                     self._ghosts_current, exchange_after=True)
                 self._ghosts_current = True
-            return u_solves
+            return _with_res0(u_solves, res0)
         u_solves = []
         with T("solve_U"):
             for d in self.comps:
                 np.multiply(self.vol, grad[d], out=self.rhs)
                 np.subtract(self.b0[d], self.rhs, out=self.rhs)
-                u_solves.append(self._solve(self.U[d]))
+                res0 = self._normalised(self.U[d:d + 1], self.rhs.reshape(1, -1), one=True)
+                u_solves.append(_with_res0([self._solve(self.U[d])], res0)[0])
         with T("halo"):
             self.ex.exchange(self.u_fields)
         return u_solves
+
+    def _normalised(self, X, B, one: bool = False):
+        """OpenFOAM's normalised initial residual of each component (``X[d]``, ``B[d]``),
+        or None unless asked for; ``one``: of the single component in row 0.  The velocity's
+        ghosts are made current first."""
+        if self.normalised is None:
+            return None
+        if not self._ghosts_current:
+            with self.timers("halo"):
+                self.ex.exchange(self.u_fields)
+            self._ghosts_current = True
+        return (self._normalised_one if one else self.normalised)(X, B)
+
+    def measure_normalised(self) -> None:
+        """Report OpenFOAM's normalised initial residuals (``solver.residual_norm``)."""
+        lm = self.lm
+        self.normalised = NormalisedResidual(self.M, self.axes, lm.n_owned,
+                                             lm.n_cells_global, self.red)
+        self._normalised_one = NormalisedResidual(self.M, (0,), lm.n_owned,
+                                                  lm.n_cells_global, self.red)
 
     def _solve(self, x):
         """``M x = rhs`` by the configured method: BiCGStab (Jacobi or SGS preconditioned)

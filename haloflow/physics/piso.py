@@ -107,6 +107,10 @@ class PisoSolver:
                                  scratch, timers, physics=physics, boundary=boundary,
                                  scheme=temperature_scheme(s), gradient=self.gradient,
                                  settings=s.momentum, **self._energy_options(s))
+        if s.residual_norm == "normalised":  # the initial residuals every solve reports
+            for part in (self.momentum, self.pressure, self.energy):
+                if part is not None:
+                    part.measure_normalised()
         # T's and the closure's ghosts ride on the first correction's exchange of H/A
         self._h_first = self._h_fields + (() if self.energy is None else (self.energy.T,)) \
             + tuple(self.closure.ghosts)

@@ -22,6 +22,7 @@ from ..linalg.kcycle import compiled_solver
 from ..linalg.krylov import SolveInfo
 from ..linalg.lowsync import CG1_VECTORS, PIPECG_VECTORS
 from ..linalg.matrix import DistMatrix
+from ..linalg.measure import NormalisedResidual
 from ..linalg.methods import pressure_method
 from .patches import EMPTY, FIXED, ZERO_GRADIENT
 from .schemes import nonorth_flux_correction
@@ -259,6 +260,7 @@ class Pressure:
         self.diag, self.lower, self.upper = scratch.diag, scratch.lower, scratch.upper
         self.rhs, self.work = scratch.rhs, scratch.work
         self.p_field = (p,)
+        self.normalised = None  # a NormalisedResidual: report OpenFOAM's initial residual
         self.grad_fields = tuple(grad[e] for e in comps)
         self._assembled = False  # the system was assembled with the predicted fluxes
         self._gauss = gradient.scheme == "gauss"  # flux, gradient, velocity in one kernel
@@ -346,6 +348,7 @@ class Pressure:
             if self.singular:  # make the all-Neumann system consistent
                 mean = self.red.sum(float(self.rhs[:n].sum()))[0] / lm.n_cells_global
                 self.rhs[:n] -= mean
+        res0 = self._normalised()
         with T("solve_p"):
             cfg = self.cfg
             args = (self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws)
@@ -364,7 +367,24 @@ class Pressure:
             if self.singular:  # pin the free constant: zero mean pressure
                 mean = self.red.sum(float(self.p[:n].sum()))[0] / lm.n_cells_global
                 self.p[:n] -= mean
+        if res0 is not None:
+            info.res0 = res0
         return info
+
+    def _normalised(self):
+        """OpenFOAM's normalised initial residual of the assembled system, or None unless
+        asked for; the pressure's ghosts are exchanged first."""
+        if self.normalised is None:
+            return None
+        with self.timers("halo"):
+            self.ex.exchange(self.p_field)
+        return self.normalised(self.p.reshape(1, -1), self.rhs.reshape(1, -1))[0]
+
+    def measure_normalised(self) -> None:
+        """Report OpenFOAM's normalised initial residual (``solver.residual_norm``)."""
+        lm = self.lm
+        self.normalised = NormalisedResidual(self.P, (0,), lm.n_owned, lm.n_cells_global,
+                                             self.red)
 
     def _build_amg(self) -> None:
         # the levels' work vectors in the workspace's rows the Krylov method leaves free:
