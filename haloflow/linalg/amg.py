@@ -147,6 +147,7 @@ AMLI_COUPLINGS = 5.0  # on average (3D stencils 6, 2D 4: AMLI cost 2D 1-2 iterat
 AMLI_LMIN = 0.3  # AMLI: the smallest eigenvalue of a level's one-cycle preconditioned matrix
 CHOLESKY = True  # the coarsest level by sparse Cholesky where it is positive definite
 DENSE_LU = 200  # else: a coarsest level of at most this many rows gets a dense LU
+REFACTOR_ABOVE = 0.01  # the Cholesky factors kept until an entry moves by more (cholesky.py)
 KRYLOV_ABOVE = 500  # K-cycle: levels with fewer global rows get one plain cycle per visit
 KRYLOV_LEVELS = 2  # ... and so do levels below the first KRYLOV_LEVELS coarse ones
 RESWEEP = 1  # distributed levels: sweep the rows next to the cut again with fresh ghosts
@@ -1214,18 +1215,19 @@ class AMG:
         return len(self.levels) if self.first_redundant is None else self.first_redundant
 
     def _factor_coarsest(self):
-        """Factors of the coarsest level, refactored at every refresh, as arrays for
-        ``lu_solve``; a singular (all-Neumann) matrix gets its last unknown pinned.  A
-        sparse Cholesky (:mod:`.cholesky`) where the level is positive definite, as it is
-        for a pressure Laplacian; else an LU: up to ``DENSE_LU``
-        rows a dense LU (LAPACK): 46 rows in 3D, 40 us against 370 us for the sparse path,
-        whose set-up is mostly Python; above, sparse (1000 rows in 2D: 1.6 ms to factorise,
-        50 us to solve, where a K-cycle below that level cost 175 us per visit)."""
+        """Factors of the coarsest level, as arrays for ``lu_solve``, made at a refresh (a
+        Cholesky's once an entry has moved by ``REFACTOR_ABOVE`` since they were made); a
+        singular (all-Neumann) matrix gets its last unknown pinned.  A sparse Cholesky
+        (:mod:`.cholesky`) where the level is positive definite, as it is for a pressure
+        Laplacian; else an LU: up to ``DENSE_LU`` rows a dense LU (LAPACK): 46 rows in 3D,
+        40 us against 370 us for the sparse path, whose set-up is mostly Python; above,
+        sparse (1000 rows in 2D: 1.6 ms to factorise, 50 us to solve, where a K-cycle below
+        that level cost 175 us per visit)."""
         lev = self.levels[-1]
         if CHOLESKY and lev.chol is not False:
             if lev.chol is None:
                 lev.chol = Cholesky(lev)
-            if lev.chol.factor(lev):
+            if lev.chol.factor(lev, REFACTOR_ABOVE):
                 return
             lev.chol = False  # not positive definite after all: an LU from now on
         if lev.n <= DENSE_LU:
@@ -1306,7 +1308,18 @@ class AMG:
                            for i, lev in enumerate(self.levels)],
                 "gathered_rows": int(rd.rows) if rd is not None else 0,
                 "gathered_nnz": int(len(rd.indices)) if rd is not None else 0,
-                "allgathers": int(self.allgathers), "refreshes": int(self.refreshes)}
+                "allgathers": int(self.allgathers), "refreshes": int(self.refreshes),
+                "factors_reused": int(self._chol().reused) if self._chol() else 0}
+
+    def _chol(self):
+        """The coarsest level's Cholesky, or None (not yet made, or an LU instead)."""
+        return getattr(self.levels[-1], "chol", None) or None
+
+    def refactor_next(self) -> None:
+        """Factor the coarsest level afresh at the next refresh, as a restart from a
+        checkpoint taken now will (so that the two runs go on alike)."""
+        if self._chol():
+            self._chol().refactor_next()
 
     def coarse_exchangers(self):
         """The halo exchangers of the distributed coarse levels (their counters count too)."""

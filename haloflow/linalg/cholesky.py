@@ -9,6 +9,12 @@ overhead however small the level) and a visit reads only the factors' nonzeros (
 reads n^2).  Every code path (serial or parallel, compiled or Python) uses these same
 factors, so they all give the same answers bit for bit; on a parallel run the replicated
 level has the same entries on every rank, so every rank gets the same factors.
+
+The factors are kept while the level's entries stay within ``reuse`` of those they were made
+from: a steady or slowly changing flow refreshes the matrix at every step, but an entry
+that moved by 1 % changes the coarse solve by far less than the cycle's own error (pitzDaily:
+277 of 456 factorisations saved, the same 4.75 pressure iterations per solve).  Every rank
+sees the same entries, so every rank makes the same choice.
 """
 
 from __future__ import annotations
@@ -81,6 +87,16 @@ def numeric(ip, ix, data, n, order, inv, lw, lp, li, rp, rk, rpos, ui, tmap, x, 
     return pinned
 
 
+@nb.njit(cache=True)
+def moved(data, basis, fraction):
+    """Whether some entry of ``data`` differs from ``basis`` by more than ``fraction`` of
+    the latter."""
+    for k in range(len(data)):
+        if abs(data[k] - basis[k]) > fraction * abs(basis[k]):
+            return True
+    return False
+
+
 def symbolic(indptr, indices, n, order):
     """Symbolic Cholesky of A[order][:, order] (once per run): L's columns (CSC, the
     diagonal first, then rows ascending), each row's (column, position) list, and where
@@ -143,20 +159,37 @@ class Cholesky:
         (self.inv, lp, li, self.rp, self.rk, self.rpos, up, ui,
          self.tmap) = symbolic(lev.indptr, lev.indices, n, self.order)
         self.x, self.lw = np.zeros(max(n, 1)), np.zeros(len(li))
+        self.basis = None  # the entries the factors were made from
+        self.reused = 0  # factorisations saved by ``reuse``
         # the factors' indices as lu_solve reads them; the numeric kernel reads the same
         self.f = SimpleNamespace(perm_r=self.inv, perm_c=self.inv, lp=lp,
                                  li=li.astype(IDX), lx=np.zeros(len(li)), up=up,
                                  ui=ui.astype(IDX), ux=np.zeros(len(ui)),
                                  ud=np.zeros(n), y=np.zeros(max(n, 1)))
 
-    def factor(self, lev) -> bool:
+    def factor(self, lev, reuse: float = 0.0) -> bool:
         """``lev.lu`` and ``lev.pinned`` from ``lev``'s current entries; False (and nothing
-        set) if a pivot is not positive."""
+        set) if a pivot is not positive.  ``reuse`` > 0: keep the factors while no entry has
+        moved by more than this fraction of itself since they were made (the coarse solve
+        of a preconditioner, which the outer Krylov method corrects)."""
+        if reuse > 0.0 and self.basis is not None and not moved(lev.data, self.basis, reuse):
+            self.reused += 1
+            return True
         f = self.f
         pinned = numeric(lev.indptr, lev.indices, lev.data, lev.n, self.order, self.inv,
                          self.lw, f.lp, f.li, self.rp, self.rk, self.rpos, f.ui,
                          self.tmap, self.x, f.lx, f.ux, f.ud)
         if pinned == -2:
+            self.basis = None
             return False
+        if self.basis is None:
+            self.basis = lev.data.copy()
+        else:
+            self.basis[:] = lev.data
         lev.lu, lev.pinned = f, pinned
         return True
+
+    def refactor_next(self) -> None:
+        """Factor at the next call whatever the entries (a restart from a checkpoint taken
+        now factors afresh; so does the run that goes on, and the two stay alike)."""
+        self.basis = None

@@ -397,7 +397,10 @@ class Pressure:
     def state(self) -> tuple[dict, dict]:
         """For a restart: the V/A the AMG hierarchy was built from (its aggregates depend
         on that first matrix; a hierarchy built from a later one would precondition, and
-        round, differently)."""
+        round, differently).  The run goes on with the coarsest level factored afresh, as
+        a restart from here will."""
+        if self.amg is not None:
+            self.amg.refactor_next()
         return ({} if self.amg_basis is None else {"amg_basis": (self.amg_basis, "cell")}), {}
 
     def restore(self, values: dict, extra: dict) -> None:
@@ -414,6 +417,7 @@ class Pressure:
                         lm.n_cells, self.diag, self.lower, self.upper, self.rhs)
         self.P.fill(self.diag, self.lower, self.upper)
         self._build_amg()
+        self.amg.refactor_next()  # the next solve's matrix factored, as the saved run's was
         self.amg_basis = rau.copy()
 
     def correct(self, U, HbyA, rAU, u_fields) -> None:

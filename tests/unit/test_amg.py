@@ -348,3 +348,70 @@ def test_one_pass_presmoothing_without_ghosts():
     amg_module.gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x2, n, agg, rc2, 23)
     np.testing.assert_allclose(x2, x1, rtol=1e-13, atol=0)
     assert np.abs(rc2 - rc1).max() < 1e-13 * np.abs(rc1).max()
+
+
+def _scale_symmetric(A, eps, lm):
+    """A -> D A D with D = 1 + eps sin(cell index): every entry moves by up to ~2 eps, the
+    matrix stays symmetric positive definite."""
+    p = A.pattern
+    d = 1.0 + eps * np.sin(np.arange(lm.n_cells) * 0.37)
+    rows = np.repeat(np.arange(p.n_rows), np.diff(p.indptr.astype(np.int64)))
+    A.data *= d[rows] * d[p.indices.astype(np.int64)]
+    A.diag *= d[:lm.n_owned] ** 2
+
+
+def test_coarsest_factors_kept_while_its_entries_barely_move():
+    """Coarse entries within ``REFACTOR_ABOVE`` of those factored keep the factors (FCG
+    still solves the new system to its tolerance, in as many iterations as before, +-1);
+    a larger move, or ``refactor_next`` (a checkpoint), factors again."""
+    lm, A = laplacian((48, 48, 1))
+    b = rhs(lm)
+    _, info1, amg = solve(lm, A, b)
+    chol = amg.levels[-1].chol
+    assert len(amg.levels) > 1 and chol and chol.reused == 0
+    ud = chol.f.ud.copy()
+
+    def resolve():
+        amg.refresh()
+        x = np.zeros(lm.n_cells)
+        info = K.fcg(A, b, x, 1e-10, 100, Reducer(COMM),
+                     K.Workspace(lm.n_cells, lm.n_owned, 8), amg.apply)
+        ref = spla.spsolve(A.to_scipy().tocsc(), b)
+        assert np.abs(x[:lm.n_owned] - ref).max() <= 1e-7 * np.abs(ref).max()
+        return info
+
+    _scale_symmetric(A, 0.002, lm)
+    info = resolve()
+    assert chol.reused == 1 and np.array_equal(chol.f.ud, ud)
+    assert abs(info.iters - info1.iters) <= 1
+    _scale_symmetric(A, 0.05, lm)
+    resolve()
+    assert chol.reused == 1 and not np.array_equal(chol.f.ud, ud)
+    ud = chol.f.ud.copy()
+    amg.refactor_next()
+    _scale_symmetric(A, 0.001, lm)
+    resolve()
+    assert chol.reused == 1 and not np.array_equal(chol.f.ud, ud)
+    assert amg.profile()["factors_reused"] == 1
+
+
+def test_a_checkpoint_and_a_restart_both_factor_the_next_matrix_afresh():
+    """The run that writes a checkpoint and the run restarted from it factor the coarsest
+    level at their next refresh whatever its entries did, so they go on alike."""
+    from haloflow.case import load_case
+    from haloflow.parallel import halo
+    from haloflow.physics import solver_from_case
+
+    case = load_case("cavity", ["mesh.cells=[40,40,1]", "solver.dt=0.01"])
+    lm = build_local(box((40, 40, 1)), np.zeros(1600, dtype=np.int64), 0)
+    s = solver_from_case(lm, case, halo.make("packed", lm, COMM), COMM)
+    for _ in range(3):
+        s.step()
+    chol = s.pressure.amg.levels[-1].chol
+    assert chol and chol.basis is not None
+    s.checkpoint_state()
+    assert chol.basis is None
+    s.step()
+    assert chol.basis is not None
+    s.pressure.restore({"amg_basis": s.pressure.amg_basis}, {})
+    assert s.pressure.amg.levels[-1].chol.basis is None
