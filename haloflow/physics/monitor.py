@@ -69,10 +69,13 @@ def step_norms(owner, neighbour, phi, U, Uold, vol, comps, n_owned, work):
 class StepMonitor:
     """Continuity and change of one step, in one reduction; raises :class:`DivergenceError`
     when the rms speed leaves any bound an incompressible flow with these boundary speeds
-    (``u_ref``) can have."""
+    (``u_ref``) can have.  ``owner``: the owners of the faces to visit (empty patches left
+    out: ``BoundaryArrays.visited_owner``), or all of them."""
 
-    def __init__(self, lmesh, comps, red, timers, work, *, u_ref: float, advice: str):
+    def __init__(self, lmesh, comps, red, timers, work, *, u_ref: float, advice: str,
+                 owner=None):
         self.lm, self.comps, self.red, self.timers = lmesh, comps, red, timers
+        self.owner = lmesh.owner if owner is None else owner
         self.vol = lmesh.geometry.cell_volumes
         self.total_volume = red.sum(float(self.vol[: lmesh.n_owned].sum()))[0]
         self.u_ref, self.advice = u_ref, advice
@@ -83,7 +86,7 @@ class StepMonitor:
         lm = self.lm
         n = lm.n_owned
         with self.timers("monitor"):
-            dv, a, b = self.red.sum(*step_norms(lm.owner, lm.neighbour, phi, U, U_old,
+            dv, a, b = self.red.sum(*step_norms(self.owner, lm.neighbour, phi, U, U_old,
                                                 self.vol, self.comps, n, self.work))
         rms = np.sqrt(b / self.total_volume)
         if not np.isfinite(a + b + dv) or rms > DIVERGED_SPEED * self.u_ref:

@@ -67,7 +67,7 @@ class PisoSolver:
         u_ref = max(1.0, red.max(float(np.abs(self.bc.u_value).max(initial=0.0)))[0])
         scratch = Scratch.of(lm)
         self.monitor = StepMonitor(lm, self.comps, red, timers, scratch.work, u_ref=u_ref,
-                                   advice=self._advice)
+                                   advice=self._advice, owner=self.bc.visited_owner(lm))
 
         self.U = np.zeros((3, n))
         self.p = np.zeros(n)
@@ -298,7 +298,7 @@ class PisoSolver:
         with T("halo"):
             self.ex.exchange(pe.p_field)
         with T("fluxes"):
-            correct_fluxes(lm.owner, lm.neighbour, pe.phiH, pe.g, self.p, bc.p_kind,
+            correct_fluxes(pe.owner, lm.neighbour, pe.phiH, pe.g, self.p, bc.p_kind,
                            bc.p_value, self.phi, 0, lm.n_internal, True)
             if alpha_p != 1.0:
                 relax_pressure(self.p, self.p_prev, alpha_p)

@@ -238,6 +238,7 @@ class Pressure:
         nf = lm.n_faces
         self.p, self.grad, self.phi = p, grad, phi
         self.lm, self.fc, self.bc, self.comps, self.gradient = lm, fc, bc, comps, gradient
+        self.owner = bc.visited_owner(lm)  # empty patches left out of the face loops
         self.axes = tuple(int(d) for d in comps)  # for the face kernels (see momentum.py)
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
         self.nonorth, self.n_nonorth, self.singular = nonorth, n_nonorth, singular
@@ -273,7 +274,7 @@ class Pressure:
         ``system``: assemble the pressure equation in the same pass (its solve then starts
         from it; only where nothing changes ``phiH`` in between)."""
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
-        pre = (lm.owner, lm.neighbour, fc.weight, self.sf, fc.gdiff, HbyA, rAU,
+        pre = (self.owner, lm.neighbour, fc.weight, self.sf, fc.gdiff, HbyA, rAU,
                bc.u_kind, bc.u_value, bc.p_kind, self.phiH, self.g)
         ni, nint = lm.n_internal, lm.n_interior
         f0 = nint if self.ex.overlaps else 0
@@ -320,7 +321,7 @@ class Pressure:
             with T("halo"):
                 self.ex.exchange(self.grad_fields)
             with T("fluxes"):
-                nonorth_flux_correction(lm.owner, lm.neighbour, fc.weight, fc.corr, rAU,
+                nonorth_flux_correction(self.owner, lm.neighbour, fc.weight, fc.corr, rAU,
                                         self.grad, self.axes, self.phiH)
             final_solve = final and k == self.n_nonorth
             last = self._solve(k == 0 and new_matrix,
@@ -339,7 +340,7 @@ class Pressure:
         n = lm.n_owned
         with T("assemble"):
             if not self._assembled:
-                pressure_system(lm.owner, lm.neighbour, self.phiH, self.g, bc.p_kind,
+                pressure_system(self.owner, lm.neighbour, self.phiH, self.g, bc.p_kind,
                                 bc.p_value, lm.n_cells, self.diag, self.lower, self.upper,
                                 self.rhs)
             self._assembled = False
@@ -410,10 +411,10 @@ class Pressure:
             return
         lm, bc, fc = self.lm, self.bc, self.fc
         rau = values["amg_basis"].reshape(-1)
-        predicted_fluxes(lm.owner, lm.neighbour, fc.weight, self.sf, fc.gdiff,
+        predicted_fluxes(self.owner, lm.neighbour, fc.weight, self.sf, fc.gdiff,
                          np.zeros((3, lm.n_cells)), rau, bc.u_kind, bc.u_value, bc.p_kind,
                          self.phiH, self.g, 0, lm.n_internal, True)
-        pressure_system(lm.owner, lm.neighbour, self.phiH, self.g, bc.p_kind, bc.p_value,
+        pressure_system(self.owner, lm.neighbour, self.phiH, self.g, bc.p_kind, bc.p_value,
                         lm.n_cells, self.diag, self.lower, self.upper, self.rhs)
         self.P.fill(self.diag, self.lower, self.upper)
         self._build_amg()
@@ -429,7 +430,7 @@ class Pressure:
         ni, nint = lm.n_internal, lm.n_interior
         self.grad_current = True
         if self._gauss:
-            args = (lm.owner, lm.neighbour, self.fc.weight, self.sf, lm.geometry.cell_volumes,
+            args = (self.owner, lm.neighbour, self.fc.weight, self.sf, lm.geometry.cell_volumes,
                     self.phiH, self.g, self.p, bc.p_kind, bc.p_value, self.phi, self.grad,
                     U, HbyA, rAU, self.axes, n)
             f0 = nint if self.ex.overlaps else 0
@@ -448,7 +449,7 @@ class Pressure:
             with T("halo"):
                 self.ex.exchange(u_fields)
             return
-        cor = (lm.owner, lm.neighbour, self.phiH, self.g, self.p, bc.p_kind, bc.p_value,
+        cor = (self.owner, lm.neighbour, self.phiH, self.g, self.p, bc.p_kind, bc.p_value,
                self.phi)
         grd = (self.p, bc.p_kind, bc.p_value, self.grad)
         with T("halo"):

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..mesh.core import neighbour_centres
 from ..mesh.fv import FaceCoeffs
+from .bcs import visited_owner
 from .patches import EMPTY, FIXED
 
 GRADIENTS = ("gauss", "least-squares")
@@ -138,14 +139,15 @@ class Gradient:
         self.scheme = scheme
         lm = lmesh
         self.n_interior = lm.n_interior
+        owner = visited_owner(lm, empty)  # empty patches left out of the face loops
         if scheme == "gauss":
             self._kernel = gauss_gradient_part
             axes = tuple(bool(d in comps) for d in range(3))  # the solved directions
-            self._args = (lm.owner, lm.neighbour, fc.weight, lm.geometry.face_areas,
+            self._args = (owner, lm.neighbour, fc.weight, lm.geometry.face_areas,
                           lm.geometry.cell_volumes, axes)
         else:
             self._kernel = lsq_gradient_part
-            self._args = (lm.owner, lm.neighbour, *lsq_vectors(lm, empty, comps))
+            self._args = (owner, lm.neighbour, *lsq_vectors(lm, empty, comps))
 
     def part(self, phi, bkind, bvalue, grad, first: bool) -> None:
         self._kernel(*self._args, phi, bkind, bvalue, grad, self.n_interior, first)

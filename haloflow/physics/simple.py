@@ -125,7 +125,7 @@ class SimpleSolver(PisoSolver):
             return
         lm = self.lm
         with self.timers("fluxes"):
-            relaxation_flux_memory(lm.owner, lm.neighbour, self.fc.weight,
+            relaxation_flux_memory(self.pressure.owner, lm.neighbour, self.fc.weight,
                                    lm.geometry.face_areas, self.ts.U_old, self.phi,
                                    self.bc.u_kind, 1.0 - self.alpha_u, self.pressure.phiH)
 
