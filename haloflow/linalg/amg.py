@@ -1313,7 +1313,7 @@ class AMG:
 
     def _chol(self):
         """The coarsest level's Cholesky, or None (not yet made, or an LU instead)."""
-        return getattr(self.levels[-1], "chol", None) or None
+        return self.levels[-1].chol or None
 
     def refactor_next(self) -> None:
         """Factor the coarsest level afresh at the next refresh, as a restart from a

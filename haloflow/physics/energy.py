@@ -280,7 +280,7 @@ class Energy:
         cfg = self.cfg
         res0 = None
         if self.normalised is not None:  # T's ghosts are current (the last H/A exchange)
-            res0 = self.normalised(self.T.reshape(1, -1), self.rhs.reshape(1, -1))[0]
+            res0 = self.normalised(*self._rows)[0]
         with T("solve_U"):  # the phase of every transport solve (U, T)
             info = bicgstab(self.M, self.rhs, self.T, cfg.tol, cfg.max_iter, self.red,
                             self.ws, None, cfg.rel_tol)
@@ -294,6 +294,7 @@ class Energy:
         lm = self.lm
         self.normalised = NormalisedResidual(self.M, (0,), lm.n_owned, lm.n_cells_global,
                                              self.red)
+        self._rows = self.T.reshape(1, -1), self.rhs.reshape(1, -1)  # views, made once
 
     def _time_levels(self, dt: float) -> float:
         """Keep the old levels; the time term's ``ddt`` (:func:`.time.scalar_levels`)."""

@@ -70,12 +70,11 @@ class StepMonitor:
     """Continuity and change of one step, in one reduction; raises :class:`DivergenceError`
     when the rms speed leaves any bound an incompressible flow with these boundary speeds
     (``u_ref``) can have.  ``owner``: the owners of the faces to visit (empty patches left
-    out: ``BoundaryArrays.visited_owner``), or all of them."""
+    out: ``BoundaryArrays.visited_owner``)."""
 
-    def __init__(self, lmesh, comps, red, timers, work, *, u_ref: float, advice: str,
-                 owner=None):
+    def __init__(self, lmesh, comps, red, timers, work, *, u_ref: float, advice: str, owner):
         self.lm, self.comps, self.red, self.timers = lmesh, comps, red, timers
-        self.owner = lmesh.owner if owner is None else owner
+        self.owner = owner
         self.vol = lmesh.geometry.cell_volumes
         self.total_volume = red.sum(float(self.vol[: lmesh.n_owned].sum()))[0]
         self.u_ref, self.advice = u_ref, advice

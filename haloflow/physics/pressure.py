@@ -374,18 +374,18 @@ class Pressure:
 
     def _normalised(self):
         """OpenFOAM's normalised initial residual of the assembled system, or None unless
-        asked for; the pressure's ghosts are exchanged first."""
+        asked for.  The pressure's ghosts are current: every correction exchanges them
+        (:meth:`correct`, SIMPLE's update), as does each non-orthogonal repeat."""
         if self.normalised is None:
             return None
-        with self.timers("halo"):
-            self.ex.exchange(self.p_field)
-        return self.normalised(self.p.reshape(1, -1), self.rhs.reshape(1, -1))[0]
+        return self.normalised(*self._rows)[0]
 
     def measure_normalised(self) -> None:
         """Report OpenFOAM's normalised initial residual (``solver.residual_norm``)."""
         lm = self.lm
         self.normalised = NormalisedResidual(self.P, (0,), lm.n_owned, lm.n_cells_global,
                                              self.red)
+        self._rows = self.p.reshape(1, -1), self.rhs.reshape(1, -1)  # views, made once
 
     def _build_amg(self) -> None:
         # the levels' work vectors in the workspace's rows the Krylov method leaves free:
