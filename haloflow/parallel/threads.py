@@ -79,7 +79,7 @@ def use_threads(threads: int, rows: int) -> bool:
 THREADED_PHASES = ("solve_p", "solve_U")
 
 
-def account(prof: dict, threads: int, on: bool) -> dict:
+def account(prof: dict, threads: int, on: bool, wait: str | None = None) -> dict:
     """profile.json's "threads": the seconds per step of the phases that use the threads,
     their fraction of the step and the speedup that fraction allows if those phases scaled
     perfectly (Amdahl: an upper bound); and, from CPU times, which a busy machine distorts
@@ -87,7 +87,9 @@ def account(prof: dict, threads: int, on: bool) -> dict:
     and those of the thread running the loop (the serial parts plus its own block: the
     critical path where waiting threads sleep).  ``utilisation`` = work / (threads x
     critical path): the share of the threads' time spent working.  The speedup over one
-    thread is one thread's work over this critical path: benchmarks/threads.py."""
+    thread is one thread's work over this critical path: benchmarks/threads.py.  ``wait``:
+    the OpenMP wait policy the run's threads had (``active``: spinning threads count their
+    waits as CPU time, so the utilisation then overstates the work)."""
     steps = max(prof["steps"], 1)
     step = prof["s_per_step"]
     per = {k: prof["phases"][k]["mean"] / steps for k in THREADED_PHASES if k in prof["phases"]}
@@ -98,4 +100,4 @@ def account(prof: dict, threads: int, on: bool) -> dict:
             "level_min_rows": LEVEL_MIN_ROWS, "threaded_phases_s_per_step": per,
             "threaded_fraction": f, "bound_speedup": 1.0 / ((1.0 - f) + f / threads),
             "cpu_s_per_step": work, "main_thread_cpu_s_per_step": path,
-            "utilisation": work / (threads * path) if path > 0 else 1.0}
+            "utilisation": work / (threads * path) if path > 0 else 1.0, "wait_policy": wait}

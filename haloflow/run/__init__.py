@@ -48,7 +48,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     t_start = time.perf_counter()
     return_freed_arrays()
     root = comm.rank == 0
-    set_threads(threads)
+    set_threads(threads, case.parallel.thread_wait)
     open_outdir(outdir, force, comm)
     try:
         log = Log(outdir / "log.txt" if root else None, quiet=quiet or not root)

@@ -46,16 +46,24 @@ class Run:
         return [self.ex] + (self.amg.coarse_exchangers() if self.amg else [])
 
 
-def set_threads(threads: int) -> None:
-    """Numba threads per rank, at most the ``NUMBA_NUM_THREADS`` numba may use here.
+WAIT_POLICY = {"sleep": "passive", "spin": "active"}  # OpenMP's OMP_WAIT_POLICY
 
-    With more than one, OpenMP's threads sleep while they wait (``OMP_WAIT_POLICY=passive``)
-    unless the environment says otherwise: a thread spinning at the end of a parallel region
-    holds the core its partner needs whenever other processes share the cores.  On this
-    2-core machine under loads of 11-16, 1 rank x 2 threads took 2.9-4.8 s/step on the 64^3
-    cavity with sleeping threads, 10.3 with a short spin (GOMP_SPINCOUNT=10000) and 22.8
-    with OpenMP's default, against 3.2 on one thread.  Set before numba starts its threads,
-    which is when OpenMP reads it."""
+
+def set_threads(threads: int, wait: str = "sleep") -> str:
+    """Numba threads per rank, at most the ``NUMBA_NUM_THREADS`` numba may use here; returns
+    the OpenMP wait policy in effect.
+
+    With more than one, what OpenMP's threads do while they wait at a region's end is
+    ``wait`` (``parallel.thread_wait``) unless the environment's ``OMP_WAIT_POLICY`` says
+    otherwise.  ``sleep`` (passive) by default: a thread spinning at the end of a parallel
+    region holds the core its partner needs whenever other processes share the cores.  On
+    this 2-core machine under loads of 11-16, 1 rank x 2 threads took 2.9-4.8 s/step on the
+    64^3 cavity with sleeping threads, 10.3 with a short spin (GOMP_SPINCOUNT=10000) and 22.8
+    with OpenMP's default, against 3.2 on one thread.  ``spin`` (active) is for cores the
+    rank has to itself; on this shared VM it has not shown a steady gain: the same cavity,
+    1 x 2, both ways in turn, spun at 0.43-0.44 s/step against 0.58-0.75 sleeping in one
+    series and at 0.55-0.78 against 0.47-0.53 in the next (docs/performance.md, eleventh
+    pass).  Set before numba starts its threads, which is when OpenMP reads it."""
     import os
 
     import numba
@@ -64,8 +72,9 @@ def set_threads(threads: int) -> None:
         raise RunError(f"--threads {threads} exceeds the {numba.config.NUMBA_NUM_THREADS} "
                        "threads numba may use here (NUMBA_NUM_THREADS)")
     if threads > 1:
-        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+        os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY[wait])
     numba.set_num_threads(threads)
+    return os.environ.get("OMP_WAIT_POLICY", "") if threads > 1 else ""
 
 
 def local_mesh(case, comm, log=None):

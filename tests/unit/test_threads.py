@@ -203,3 +203,39 @@ def test_3d_cavity_on_thread_blocks_equals_1_thread_and_repeats(tmp_path):
     assert 0.5 < th["utilisation"] <= 1.05 and th["main_thread_cpu_s_per_step"] > 0
     assert th["cpu_s_per_step"] > 1.05 * th["main_thread_cpu_s_per_step"]  # a second worker
     assert 0.9 < p1["threads"]["utilisation"] < 1.1
+
+
+def _wait_policy(tmp_path, name, sets, env_policy=None):
+    """profile.json's wait policy and the log's line of a tiny 2-thread run."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["NUMBA_NUM_THREADS"] = "2"
+    if env_policy:
+        env["OMP_WAIT_POLICY"] = env_policy
+    out = tmp_path / name
+    subprocess.run([sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out),
+                    "--threads", "2", "--steps", "2", "--quiet", "--set", "mesh.cells=[8,8,1]",
+                    "--set", "output.plots=false", "--set", "output.fields=false", *sets],
+                   env=env, check=True, capture_output=True)
+    prof = json.loads((out / "profile.json").read_text())
+    log = (out / "log.txt").read_text()
+    return prof["threads"]["wait_policy"], log
+
+
+def test_thread_wait_sets_openmps_policy_unless_the_environment_does(tmp_path):
+    spin = ["--set", 'parallel.thread_wait="spin"']
+    policy, log = _wait_policy(tmp_path, "default", [])
+    assert policy == "passive" and 'parallel.thread_wait = "sleep"' in log
+    assert _wait_policy(tmp_path, "spin", spin)[0] == "active"
+    assert _wait_policy(tmp_path, "env", spin, env_policy="passive")[0] == "passive"
+
+
+def test_thread_wait_rejects_other_words():
+    from tests.case_errors import error
+
+    msg = error("cavity", ['parallel.thread_wait="busy"'])
+    assert "parallel.thread_wait" in msg and '"sleep"' in msg and '"spin"' in msg
