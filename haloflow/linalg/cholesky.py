@@ -2,8 +2,10 @@
 
 The coarsest level is symmetric positive definite (or all-Neumann, made so by pinning its
 last unknown), so a Cholesky factorisation solves it with half of an LU's work and no
-pivoting.  Its ordering (SuperLU's minimum degree on A + A') and symbolic pattern are found
-once per run; the numeric factorisation is a numba kernel, so the refresh at every new
+pivoting.  Its ordering (minimum degree on A + A', :func:`minimum_degree`: within 4 % of
+SuperLU's multiple minimum degree in the factor's entries on the coarsest levels of
+pitzDaily and the 2D and 3D cavities, and no scipy.sparse in the process) and symbolic
+pattern are found once per run; the numeric factorisation is a numba kernel, so the refresh at every new
 matrix calls no scipy (a SuperLU refactorisation costs 0.3-0.8 ms of Python and library
 overhead however small the level) and a visit reads only the factors' nonzeros (a dense LU
 reads n^2).  Every code path (serial or parallel, compiled or Python) uses these same
@@ -25,6 +27,8 @@ import numba as nb
 import numpy as np
 
 from .matrix import IDX
+
+MAX_OWN_ORDER = 4096  # rows: the dense graph of minimum_degree then takes at most 16 MB
 
 
 @nb.njit(cache=True)
@@ -97,6 +101,51 @@ def moved(data, basis, fraction):
     return False
 
 
+@nb.njit(cache=True)
+def minimum_degree(indptr, indices, n):
+    """Elimination order by minimum degree on the pattern of A + A': the unknown with the
+    fewest uneliminated neighbours first (the lowest index among equals), its neighbours
+    then joined into a clique, as its elimination fills them in.  The graph is held as a
+    dense n x n byte matrix (the coarsest level is small: ``MAX_OWN_ORDER`` rows at most),
+    and each step costs O(n + degree^2)."""
+    adj = np.zeros((n, n), dtype=np.uint8)
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = np.int64(indices[k])
+            if j != i and j < n:
+                adj[i, j] = 1
+                adj[j, i] = 1
+    deg = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        for j in range(n):
+            deg[i] += adj[i, j]
+    alive = np.ones(n, dtype=np.bool_)
+    order = np.empty(n, dtype=np.int64)
+    nbrs = np.empty(n, dtype=np.int64)
+    for step in range(n):
+        v, best = -1, n + 1
+        for u in range(n):
+            if alive[u] and deg[u] < best:
+                v, best = u, deg[u]
+        order[step] = v
+        alive[v] = False
+        m = 0
+        for u in range(n):
+            if adj[v, u] and alive[u]:
+                nbrs[m] = u
+                m += 1
+        for a in range(m):  # v leaves the graph; its neighbours become a clique
+            ua = nbrs[a]
+            adj[ua, v] = 0
+            deg[ua] -= 1
+            for b in range(m):
+                ub = nbrs[b]
+                if ub != ua and adj[ua, ub] == 0:
+                    adj[ua, ub] = 1
+                    deg[ua] += 1
+    return order
+
+
 def symbolic(indptr, indices, n, order):
     """Symbolic Cholesky of A[order][:, order] (once per run): L's columns (CSC, the
     diagonal first, then rows ascending), each row's (column, position) list, and where
@@ -141,21 +190,28 @@ def symbolic(indptr, indices, n, order):
     return inv, lp, li, rp, rk, rpos, up, ui, tmap
 
 
+def ordering(indptr, indices, n) -> np.ndarray:
+    """The elimination order (``order[k]``: the unknown eliminated k-th): our own minimum
+    degree up to ``MAX_OWN_ORDER`` rows, so that a run loads no scipy for it (13 MB of a
+    rank's resident set); above, SuperLU's multiple minimum degree on A + A'."""
+    if n <= MAX_OWN_ORDER:
+        return minimum_degree(indptr, indices, n)
+    import scipy.sparse as sp  # a coarsest level this large is rare: set-up only
+    import scipy.sparse.linalg as spla
+
+    # the ordering only needs the pattern: a strictly diagonally dominant matrix on it
+    counts = np.diff(indptr.astype(np.int64)).astype(float)
+    A = sp.csc_matrix((-np.ones(len(indices)), indices.astype(np.int64),
+                       indptr.astype(np.int64)), shape=(n, n)) + sp.diags(2.0 * counts + 1.0)
+    return np.argsort(spla.splu(A, permc_spec="MMD_AT_PLUS_A").perm_c.astype(np.int64))
+
+
 class Cholesky:
     """Ordering and pattern of a level's matrix (set up once), factors at every refresh."""
 
     def __init__(self, lev):
-        import scipy.sparse as sp  # set-up only
-        import scipy.sparse.linalg as spla
-
         n = lev.n
-        # the ordering only needs the pattern: a strictly diagonally dominant matrix on it
-        counts = np.diff(lev.indptr.astype(np.int64)).astype(float)
-        A = sp.csc_matrix((-np.ones(len(lev.indices)), lev.indices.astype(np.int64),
-                           lev.indptr.astype(np.int64)), shape=(n, n)) + \
-            sp.diags(2.0 * counts + 1.0)
-        perm = spla.splu(A, permc_spec="MMD_AT_PLUS_A").perm_c.astype(np.int64)
-        self.order = np.argsort(perm)
+        self.order = ordering(lev.indptr, lev.indices, n)
         (self.inv, lp, li, self.rp, self.rk, self.rpos, up, ui,
          self.tmap) = symbolic(lev.indptr, lev.indices, n, self.order)
         self.x, self.lw = np.zeros(max(n, 1)), np.zeros(len(li))

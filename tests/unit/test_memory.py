@@ -21,8 +21,9 @@ from haloflow.run.setup import setup
 
 CAVITY = ["mesh.cells=[4,4,4]", "boundary.front.type=wall", "boundary.back.type=wall",
           "solver.dt=0.05", "output.fields=false", "postprocess.cavity=false"]
-# (scipy.sparse.linalg is not among them yet: the K-cycle's coarsest-level ordering loads it)
-HEAVY = ("matplotlib", "meshio", "rich", "scipy.spatial")
+# (nor scipy.sparse: the coarsest level's ordering is ours, linalg/cholesky.py; numba itself
+# imports scipy.linalg's BLAS when it loads its first kernel)
+HEAVY = ("matplotlib", "meshio", "rich", "scipy.spatial", "scipy.sparse")
 
 
 def _run(*overrides):
