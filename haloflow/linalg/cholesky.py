@@ -5,12 +5,13 @@ last unknown), so a Cholesky factorisation solves it with half of an LU's work a
 pivoting.  Its ordering (minimum degree on A + A', :func:`minimum_degree`: within 4 % of
 SuperLU's multiple minimum degree in the factor's entries on the coarsest levels of
 pitzDaily and the 2D and 3D cavities, and no scipy.sparse in the process) and symbolic
-pattern are found once per run; the numeric factorisation is a numba kernel, so the refresh at every new
-matrix calls no scipy (a SuperLU refactorisation costs 0.3-0.8 ms of Python and library
-overhead however small the level) and a visit reads only the factors' nonzeros (a dense LU
-reads n^2).  Every code path (serial or parallel, compiled or Python) uses these same
-factors, so they all give the same answers bit for bit; on a parallel run the replicated
-level has the same entries on every rank, so every rank gets the same factors.
+pattern are found once per run; the numeric factorisation is a numba kernel, so the
+refresh at every new matrix calls no scipy (a SuperLU refactorisation costs 0.3-0.8 ms of
+Python and library overhead however small the level) and a visit reads only the factors'
+nonzeros (a dense LU reads n^2).  Every code path (serial or parallel, compiled or Python)
+uses these same factors, so they all give the same answers bit for bit; on a parallel run
+the replicated level has the same entries on every rank, so every rank gets the same
+factors.
 
 The factors are kept while the level's entries stay within ``reuse`` of those they were made
 from: a steady or slowly changing flow refreshes the matrix at every step, but an entry
