@@ -15,9 +15,8 @@ tolerances and closure).  The acceptance of the issue: epsilon_max within 15 % o
 reference and t_epsilon_max within 1 time unit, at 64^3 on 2 ranks.  A run that stops
 before the reference's peak (t = 8.97) has no error to report.  Results are printed as a
 table ("curve %": the whole rate curve's error, ``rate_error``) and written as JSON (default
-benchmarks/results/tgv.json) with a plot of every run's
-rate beside the reference's (the same name, .png); each run's folder stays in ``--keep``
-if given.
+benchmarks/results/tgv.json) with a plot of every run's rate beside the reference's (the
+same name, .png); each run's folder stays in ``--keep`` if given.
 """
 
 from __future__ import annotations

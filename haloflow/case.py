@@ -360,7 +360,7 @@ def _schema() -> dict[str, Any]:
             "staging": _Key(_choice(*STAGING), "host"),
             "threads": _Key(_integer(1, 4096), 1),
             # what a rank's idle threads do between parallel regions: sleep (safe when other
-            # jobs share the cores) or spin (faster on cores of its own: run/setup.py)
+            # jobs share the cores) or spin (for cores of its own: run/setup.py)
             "thread_wait": _Key(_choice("sleep", "spin"), "sleep"),
             # parts onto ranks: block, nodes (two-level: nodes, then cores), permute
             "placement": _Key(_choice("block", "nodes", "permute"), "block"),

@@ -193,8 +193,9 @@ def symbolic(indptr, indices, n, order):
 
 def ordering(indptr, indices, n) -> np.ndarray:
     """The elimination order (``order[k]``: the unknown eliminated k-th): our own minimum
-    degree up to ``MAX_OWN_ORDER`` rows, so that a run loads no scipy for it (13 MB of a
-    rank's resident set); above, SuperLU's multiple minimum degree on A + A'."""
+    degree up to ``MAX_OWN_ORDER`` rows, so that a run loads no scipy.sparse for it (3.6 MB
+    of a rank's resident set: numba loads scipy.linalg itself); above, SuperLU's multiple
+    minimum degree on A + A'."""
     if n <= MAX_OWN_ORDER:
         return minimum_degree(indptr, indices, n)
     import scipy.sparse as sp  # a coarsest level this large is rare: set-up only

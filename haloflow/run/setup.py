@@ -49,9 +49,8 @@ class Run:
 WAIT_POLICY = {"sleep": "passive", "spin": "active"}  # OpenMP's OMP_WAIT_POLICY
 
 
-def set_threads(threads: int, wait: str = "sleep") -> str:
-    """Numba threads per rank, at most the ``NUMBA_NUM_THREADS`` numba may use here; returns
-    the OpenMP wait policy in effect.
+def set_threads(threads: int, wait: str = "sleep") -> None:
+    """Numba threads per rank, at most the ``NUMBA_NUM_THREADS`` numba may use here.
 
     With more than one, what OpenMP's threads do while they wait at a region's end is
     ``wait`` (``parallel.thread_wait``) unless the environment's ``OMP_WAIT_POLICY`` says
@@ -74,7 +73,6 @@ def set_threads(threads: int, wait: str = "sleep") -> str:
     if threads > 1:
         os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY[wait])
     numba.set_num_threads(threads)
-    return os.environ.get("OMP_WAIT_POLICY", "") if threads > 1 else ""
 
 
 def local_mesh(case, comm, log=None):
