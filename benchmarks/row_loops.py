@@ -2,11 +2,11 @@
 product, the residual) on a 7-point Laplacian.
 
 numba adds a test for negative values to every signed array index (Python's wraparound);
-an index it knows to be unsigned has none.  The kernels here are haloflow's row loops
-written both ways (the same arithmetic in the same order, so the same bits, checked); they
-run in turn in one process and the least time of ``--repeat`` calls of each is kept, which
-the machine's other jobs disturb least.  Prints the times and ratios; writes JSON (default
-benchmarks/results/row_loops.json).
+an index it knows to be unsigned has none.  haloflow's kernels (``linalg/amg.py``: unsigned)
+run in turn with copies of them as they were, with signed indices (the same arithmetic in
+the same order, so the same bits, checked), in one process; the least time of ``--repeat``
+calls of each is kept, which the machine's other jobs disturb least.  Prints the times and
+ratios; writes JSON (default benchmarks/results/row_loops.json).
 
     .venv/bin/python benchmarks/row_loops.py [--cells 64] [--repeat 150]
 """
@@ -21,22 +21,15 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from haloflow.linalg import amg
+
 
 @nb.njit
-def gs_signed(ip, ix, a, dinv, b, x):
-    for i in range(len(ip) - 1):
+def gs_signed(ip, ix, a, diag_pos, dinv, b, x, n, forward):
+    for i in range(n):
         s = b[i]
         for k in range(ip[i], ip[i + 1]):
             s -= a[k] * x[ix[k]]
-        x[i] += s * dinv[i]
-
-
-@nb.njit
-def gs_unsigned(ip, ix, a, dinv, b, x):
-    for i in range(len(ip) - 1):
-        s = b[i]
-        for k in range(np.uint64(ip[i]), np.uint64(ip[i + 1])):
-            s -= a[k] * x[np.uint64(ix[k])]
         x[i] += s * dinv[i]
 
 
@@ -50,29 +43,11 @@ def spmv_signed(ip, ix, a, x, y):
 
 
 @nb.njit
-def spmv_unsigned(ip, ix, a, x, y):
-    for i in range(len(ip) - 1):
-        s = 0.0
-        for k in range(np.uint64(ip[i]), np.uint64(ip[i + 1])):
-            s += a[k] * x[np.uint64(ix[k])]
-        y[i] = s
-
-
-@nb.njit
 def residual_signed(ip, ix, a, x, b, r):
     for i in range(len(ip) - 1):
         s = b[i]
         for k in range(ip[i], ip[i + 1]):
             s -= a[k] * x[ix[k]]
-        r[i] = s
-
-
-@nb.njit
-def residual_unsigned(ip, ix, a, x, b, r):
-    for i in range(len(ip) - 1):
-        s = b[i]
-        for k in range(np.uint64(ip[i]), np.uint64(ip[i + 1])):
-            s -= a[k] * x[np.uint64(ix[k])]
         r[i] = s
 
 
@@ -111,15 +86,16 @@ def main() -> None:
     rng = np.random.default_rng(0)
     b, x = rng.random(n), rng.random(n)
     dinv = 1.0 / np.full(n, 6.0)
+    diag = np.zeros(n, dtype=np.int64)  # (the sweep does not read it)
     out = {s: np.zeros(n) for s in ("signed", "unsigned")}
     def sweep(f, o):
         o[:] = x  # every sweep from the same start, so that both give the same bits
-        f(ip, ix, data, dinv, b, o)
+        f(ip, ix, data, diag, dinv, b, o, n, True)
 
     pairs = {
-        "Gauss-Seidel sweep": (gs_signed, gs_unsigned, sweep),
-        "product": (spmv_signed, spmv_unsigned, lambda f, o: f(ip, ix, data, x, o)),
-        "residual": (residual_signed, residual_unsigned, lambda f, o: f(ip, ix, data, x, b, o)),
+        "Gauss-Seidel sweep": (gs_signed, amg.gs_sweep, sweep),
+        "product": (spmv_signed, amg.spmv, lambda f, o: f(ip, ix, data, x, o)),
+        "residual": (residual_signed, amg.residual, lambda f, o: f(ip, ix, data, x, b, o)),
     }
     rows = []
     print(f"{a.cells}^3 Laplacian, {n} rows, least of {a.repeat} calls each")
