@@ -449,8 +449,8 @@ def split_at_diagonal(indptr, indices, diag_pos, n):
 
 
 # Row loops over the entries index with unsigned integers (np.uint64): numba then drops the
-# test for negative indices it adds to every signed index (same arithmetic, same bits; a
-# row loop alone runs in 0.5-0.7 of the time: benchmarks/row_loops.py, docs/performance.md).
+# test for negative indices it adds to every signed index (same arithmetic, same bits; alone,
+# a product or a residual takes about half the time, a sweep 0.9: benchmarks/row_loops.py).
 @nb.njit(cache=True, inline="always")
 def _gs_row(indptr, indices, data, dinv, b, x, i):
     """x_i += (b - A x)_i / l1_i, the row's sum over every column, the diagonal's included:
