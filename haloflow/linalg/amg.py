@@ -448,17 +448,14 @@ def split_at_diagonal(indptr, indices, diag_pos, n):
     return True
 
 
-# Row loops over the entries index with unsigned integers (np.uint64): numba then drops the
-# test for negative indices it adds to every signed index (same arithmetic, same bits; alone,
-# a product or a residual takes about half the time, a sweep 0.9: benchmarks/row_loops.py).
 @nb.njit(cache=True, inline="always")
 def _gs_row(indptr, indices, data, dinv, b, x, i):
     """x_i += (b - A x)_i / l1_i, the row's sum over every column, the diagonal's included:
     no branch in the loop and no division on the chain from one row to the next (a
     quarter to a third faster per sweep than skipping the diagonal and dividing)."""
     s = b[i]
-    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-        s -= data[k] * x[np.uint64(indices[k])]
+    for k in range(indptr[i], indptr[i + 1]):
+        s -= data[k] * x[indices[k]]
     x[i] += s * dinv[i]
 
 
@@ -498,8 +495,8 @@ def _from_zero_row(indptr, indices, data, diag_pos, dinv, b, x, i, xp):
     d = diag_pos[i]
     k0 = indptr[i]
     s = b[i]
-    for k in range(np.uint64(k0), np.uint64(max(d - 1, k0))):  # (d - 1 may be -1)
-        s -= data[k] * x[np.uint64(indices[k])]
+    for k in range(k0, d - 1):
+        s -= data[k] * x[indices[k]]
     # the last lower column (a row without one: its diagonal times zero), as selects: a
     # branch here makes numba count references to every array, per row (6x the time)
     q = d - 1 if d > k0 else d
@@ -519,8 +516,8 @@ def upper_residual_restrict(indptr, indices, data, diag_pos, dinv, x, n, agg, rc
     for i in range(n):
         d = diag_pos[i]
         s = (1.0 / dinv[i] - data[d]) * x[i]
-        for k in range(np.uint64(d + 1), np.uint64(indptr[i + 1])):
-            s -= data[k] * x[np.uint64(indices[k])]
+        for k in range(d + 1, indptr[i + 1]):
+            s -= data[k] * x[indices[k]]
         rc[agg[i]] += s
 
 
@@ -539,8 +536,8 @@ def gs_from_zero_restrict(indptr, indices, data, diag_pos, dinv, b, x, n, agg, r
         x[i] = xp
         while j <= i and indices[indptr[j + 1] - 1] <= i:
             s = 0.0
-            for k in range(np.uint64(diag_pos[j] + 1), np.uint64(indptr[j + 1])):
-                s -= data[k] * x[np.uint64(indices[k])]
+            for k in range(diag_pos[j] + 1, indptr[j + 1]):
+                s -= data[k] * x[indices[k]]
             rc[agg[j]] += s
             j += 1
 
@@ -552,8 +549,8 @@ def residual_restrict(indptr, indices, data, x, b, n, agg, rc, nc):
         rc[i] = 0.0
     for i in range(n):
         s = b[i]
-        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            s -= data[k] * x[np.uint64(indices[k])]
+        for k in range(indptr[i], indptr[i + 1]):
+            s -= data[k] * x[indices[k]]
         rc[agg[i]] += s
 
 
@@ -562,8 +559,8 @@ def spmv(indptr, indices, data, x, y):
     """Serial y = A x: coarse levels are too small to amortise a threaded launch."""
     for i in range(len(indptr) - 1):
         s = 0.0
-        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            s += data[k] * x[np.uint64(indices[k])]
+        for k in range(indptr[i], indptr[i + 1]):
+            s += data[k] * x[indices[k]]
         y[i] = s
 
 
@@ -571,8 +568,8 @@ def spmv(indptr, indices, data, x, y):
 def residual(indptr, indices, data, x, b, r):
     for i in range(len(indptr) - 1):
         s = b[i]
-        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            s -= data[k] * x[np.uint64(indices[k])]
+        for k in range(indptr[i], indptr[i + 1]):
+            s -= data[k] * x[indices[k]]
         r[i] = s
 
 

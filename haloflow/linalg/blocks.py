@@ -47,7 +47,6 @@ def _x_of(x, xo, j, lo, hi, n):
     return xo[j] if j < lo or (j >= hi and j < n) else x[j]
 
 
-# (the row loops index with unsigned integers, as amg.py's do: no test for negative indices)
 @nb.njit(cache=True, parallel=True)
 def gs_blocks(indptr, indices, data, diag_pos, dinv, b, x, n, forward, nt, bw, xo):
     """``amg.gs_sweep`` with the rows in ``nt`` blocks swept side by side, each reading the
@@ -66,8 +65,8 @@ def gs_blocks(indptr, indices, data, diag_pos, dinv, b, x, n, forward, nt, bw, x
             i = lo + q if forward else hi - 1 - q
             s = b[i]
             if lo + bw <= i < hi - bw:
-                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                    s -= data[k] * x[np.uint64(indices[k])]
+                for k in range(indptr[i], indptr[i + 1]):
+                    s -= data[k] * x[indices[k]]
             else:
                 for k in range(indptr[i], indptr[i + 1]):
                     s -= data[k] * _x_of(x, xo, indices[k], lo, hi, n)
@@ -81,16 +80,16 @@ def spmv(indptr, indices, data, x, y, nt):
     for t in nb.prange(nt):
         for i in range(n * t // nt, n * (t + 1) // nt):
             s = 0.0
-            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                s += data[k] * x[np.uint64(indices[k])]
+            for k in range(indptr[i], indptr[i + 1]):
+                s += data[k] * x[indices[k]]
             y[i] = s
 
 
 @nb.njit(cache=True, inline="always")
 def _row(indptr, indices, data, x, i):
     s = 0.0
-    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-        s += data[k] * x[np.uint64(indices[k])]
+    for k in range(indptr[i], indptr[i + 1]):
+        s += data[k] * x[indices[k]]
     return s
 
 
@@ -150,8 +149,8 @@ def residual(indptr, indices, data, x, b, r, nt):
     for t in nb.prange(nt):
         for i in range(n * t // nt, n * (t + 1) // nt):
             s = b[i]
-            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                s -= data[k] * x[np.uint64(indices[k])]
+            for k in range(indptr[i], indptr[i + 1]):
+                s -= data[k] * x[indices[k]]
             r[i] = s
 
 
@@ -288,8 +287,8 @@ def many_start(indptr, indices, data, diag, invd, X, W, comps, nt, part, out):
             bb = 0.0
             for i in range(lo, hi):
                 s = b[i]
-                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                    s -= data[k] * x[np.uint64(indices[k])]
+                for k in range(indptr[i], indptr[i + 1]):
+                    s -= data[k] * x[indices[k]]
                 r[i] = s
                 r0[i] = s
                 p[i] = 0.0
@@ -323,8 +322,8 @@ def _product_rows(indptr, indices, data, X, Y, comps, act, lo, hi):
             x, y = X[d], Y[d]
             for i in range(lo, hi):
                 s = 0.0
-                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                    s += data[k] * x[np.uint64(indices[k])]
+                for k in range(indptr[i], indptr[i + 1]):
+                    s += data[k] * x[indices[k]]
                 y[i] = s
 
 

@@ -384,8 +384,8 @@ def _residual_scaled(ip, ix, data, c, b, a, out, n):
     """out = b - a A c, each row as ``spmv`` then ``_axpy_into`` compute it."""
     for i in range(n):
         s = 0.0
-        for k in range(np.uint64(ip[i]), np.uint64(ip[i + 1])):
-            s += data[k] * c[np.uint64(ix[k])]
+        for k in range(ip[i], ip[i + 1]):
+            s += data[k] * c[ix[k]]
         out[i] = b[i] - a * s
 
 
@@ -576,8 +576,8 @@ def _spmv_dot2(ip, ix, data, p, q, r, n):
     s2 = 0.0
     for i in range(n):
         qi = 0.0
-        for k in range(np.uint64(ip[i]), np.uint64(ip[i + 1])):
-            qi += data[k] * p[np.uint64(ix[k])]
+        for k in range(ip[i], ip[i + 1]):
+            qi += data[k] * p[ix[k]]
         q[i] = qi
         s1 += p[i] * qi
         s2 += p[i] * r[i]

@@ -42,13 +42,13 @@ def _symmetric_sweep(indptr, indices, data, invd, b, x, n):
     has both, a momentum solve takes a third longer)."""
     for i in range(n):
         s = b[i]
-        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            s -= data[k] * x[np.uint64(indices[k])]
+        for k in range(indptr[i], indptr[i + 1]):
+            s -= data[k] * x[indices[k]]
         x[i] += s * invd[i]
     for i in range(n - 1, -1, -1):
         s = b[i]
-        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            s -= data[k] * x[np.uint64(indices[k])]
+        for k in range(indptr[i], indptr[i + 1]):
+            s -= data[k] * x[indices[k]]
         x[i] += s * invd[i]
 
 
@@ -106,9 +106,9 @@ def sgs(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, rel_tol: float = 0.
 @nb.njit(cache=True, inline="always")
 def _less_row3(indptr, indices, data, x0, x1, x2, i, s0, s1, s2):
     """``s - A[i] x`` for three components, the row read once."""
-    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+    for k in range(indptr[i], indptr[i + 1]):
         a = data[k]
-        j = np.uint64(indices[k])
+        j = indices[k]
         s0 -= a * x0[j]
         s1 -= a * x1[j]
         s2 -= a * x2[j]
@@ -118,9 +118,9 @@ def _less_row3(indptr, indices, data, x0, x1, x2, i, s0, s1, s2):
 @nb.njit(cache=True, inline="always")
 def _less_row2(indptr, indices, data, x0, x1, i, s0, s1):
     """``s - A[i] x`` for two components, the row read once."""
-    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+    for k in range(indptr[i], indptr[i + 1]):
         a = data[k]
-        j = np.uint64(indices[k])
+        j = indices[k]
         s0 -= a * x0[j]
         s1 -= a * x1[j]
     return s0, s1
@@ -221,8 +221,8 @@ def _residual_squares(indptr, indices, data, B, X, comps, act, rb, n, with_b):
     else:
         for i in range(n):
             s0 = b0[i]
-            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                s0 -= data[k] * x0[np.uint64(indices[k])]
+            for k in range(indptr[i], indptr[i + 1]):
+                s0 -= data[k] * x0[indices[k]]
             r0 += s0 * s0
             if with_b:
                 q0 += b0[i] * b0[i]
