@@ -16,9 +16,6 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
 from haloflow.case import load_case
@@ -32,13 +29,6 @@ CASES = {
     "cavity 32^3": ("cavity", ["mesh.cells=[32,32,32]", *WALLS]),
     "cavity 64^3": ("cavity", ["mesh.cells=[64,64,64]", *WALLS]),
 }
-
-
-def superlu_order(ip, ix, n) -> np.ndarray:
-    counts = np.diff(ip.astype(np.int64)).astype(float)
-    A = sp.csc_matrix((-np.ones(len(ix)), ix.astype(np.int64), ip.astype(np.int64)),
-                      shape=(n, n)) + sp.diags(2.0 * counts + 1.0)
-    return np.argsort(spla.splu(A, permc_spec="MMD_AT_PLUS_A").perm_c.astype(np.int64))
 
 
 def timed(fn, *args):
@@ -55,7 +45,7 @@ def row(name: str, source: str, sets: list[str]) -> dict:
     ip, ix, n = lev.indptr, lev.indices, lev.n
     cholesky.minimum_degree(ip, ix, n)  # compiled (or loaded) before it is timed
     own, t_own = timed(cholesky.minimum_degree, ip, ix, n)
-    mmd, t_mmd = timed(superlu_order, ip, ix, n)
+    mmd, t_mmd = timed(cholesky.superlu_order, ip, ix, n)
     nnz = {k: len(cholesky.symbolic(ip, ix, n, o)[2]) for k, o in (("own", own), ("mmd", mmd))}
     return {"case": name, "rows": n, "nnz_A": len(ix), "nnz_L_own": nnz["own"],
             "nnz_L_superlu": nnz["mmd"], "ratio": nnz["own"] / nnz["mmd"],

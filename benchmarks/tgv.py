@@ -105,12 +105,10 @@ def print_row(row: dict) -> None:
 
 def plot(path: Path, curves: list, ref: np.ndarray) -> None:
     """The rate over time of every run beside the reference's."""
-    import matplotlib
+    from haloflow.io.figure import figure, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fig = figure(7.5, 4.8)
+    ax = fig.subplots()
     ax.plot(ref[:, 0], ref[:, 2], "k-", lw=1.5, label="spectral DNS 512³")
     for label, t, eps in curves:
         ax.plot(t, eps, "--" if label.startswith("pisoFoam") else "-", lw=1.2, label=label)
@@ -119,9 +117,7 @@ def plot(path: Path, curves: list, ref: np.ndarray) -> None:
     ax.set_title("Taylor-Green vortex, Re 1600")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def main() -> None:

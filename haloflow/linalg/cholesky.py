@@ -194,14 +194,18 @@ def symbolic(indptr, indices, n, order):
 def ordering(indptr, indices, n) -> np.ndarray:
     """The elimination order (``order[k]``: the unknown eliminated k-th): our own minimum
     degree up to ``MAX_OWN_ORDER`` rows, so that a run loads no scipy.sparse for it (3.6 MB
-    of a rank's resident set: numba loads scipy.linalg itself); above, SuperLU's multiple
-    minimum degree on A + A'."""
+    of a rank's resident set: numba loads scipy.linalg itself); above, SuperLU's."""
     if n <= MAX_OWN_ORDER:
         return minimum_degree(indptr, indices, n)
+    return superlu_order(indptr, indices, n)
+
+
+def superlu_order(indptr, indices, n) -> np.ndarray:
+    """SuperLU's multiple minimum degree on A + A', in :func:`ordering`'s form; it only needs
+    the pattern, so it is asked of a strictly diagonally dominant matrix on it."""
     import scipy.sparse as sp  # a coarsest level this large is rare: set-up only
     import scipy.sparse.linalg as spla
 
-    # the ordering only needs the pattern: a strictly diagonally dominant matrix on it
     counts = np.diff(indptr.astype(np.int64)).astype(float)
     A = sp.csc_matrix((-np.ones(len(indices)), indices.astype(np.int64),
                        indptr.astype(np.int64)), shape=(n, n)) + sp.diags(2.0 * counts + 1.0)
