@@ -9,6 +9,8 @@ builds compare best by it (run each in turn).  Kernels that compiled code calls 
 compiled code are inside their caller's time.
 
     .venv/bin/python benchmarks/kernel_times.py cavity --steps 20 --set mesh.cells=[48,48,48]
+
+``--threads 2`` (with ``NUMBA_NUM_THREADS=2``) times a threaded rank's kernels the same way.
 """
 
 from __future__ import annotations
@@ -84,11 +86,13 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads of the rank (set NUMBA_NUM_THREADS to match)")
     a = ap.parse_args()
     from haloflow.run.setup import setup
 
     import_all()
-    run = setup(load_case(a.case, a.set), MPI.COMM_SELF, 1, lambda *x, **k: None)
+    run = setup(load_case(a.case, a.set), MPI.COMM_SELF, a.threads, lambda *x, **k: None)
     for _ in range(a.warmup):
         run.solver.step()
     clock = Clock()

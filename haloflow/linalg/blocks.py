@@ -74,6 +74,47 @@ def gs_blocks(indptr, indices, data, diag_pos, dinv, b, x, n, forward, nt, bw, x
 
 
 @nb.njit(cache=True, parallel=True)
+def gs_from_zero(indptr, indices, data, diag_pos, b, x, n, nt, bw, dinv):
+    """A forward :func:`gs_blocks` from x = 0 (the cycle's pre-smoothing) on a level whose
+    rows split at the diagonal: the higher columns multiply zeros, and so do the earlier
+    blocks' rows (the snapshot a sweep from zero takes), so only a row's lower columns in
+    its own block are read: the same ``x`` as zeroing it and :func:`gs_blocks`, to the bit,
+    in about half the reads.  Ghost entries of ``x`` are not touched."""
+    for t in nb.prange(nt):
+        lo = n * t // nt
+        hi = n * (t + 1) // nt
+        for i in range(lo, hi):
+            s = b[i]
+            if i >= lo + bw:  # every lower column in the block
+                for k in range(indptr[i], diag_pos[i]):
+                    s -= data[k] * x[indices[k]]
+            else:
+                for k in range(indptr[i], diag_pos[i]):
+                    j = indices[k]
+                    if j >= lo:
+                        s -= data[k] * x[j]
+            x[i] = s * dinv[i]
+
+
+@nb.njit(cache=True, parallel=True)
+def residual_restrict(indptr, indices, data, x, b, mptr, midx, rc, nc, nt):
+    """rc = R (b - A x), without writing the residual: each coarse row gathers the residuals
+    of its aggregate's rows (``midx[mptr[c]:mptr[c + 1]]``, in increasing order, so summed
+    as ``amg.residual_restrict`` adds them), the coarse rows in ``nt`` blocks, so no two
+    threads add into one entry."""
+    for t in nb.prange(nt):
+        for c in range(nc * t // nt, nc * (t + 1) // nt):
+            s = 0.0
+            for m in range(mptr[c], mptr[c + 1]):
+                i = midx[m]
+                r = b[i]
+                for k in range(indptr[i], indptr[i + 1]):
+                    r -= data[k] * x[indices[k]]
+                s += r
+            rc[c] = s
+
+
+@nb.njit(cache=True, parallel=True)
 def spmv(indptr, indices, data, x, y, nt):
     """y = A x on the owned rows."""
     n = len(indptr) - 1
@@ -327,13 +368,51 @@ def _product_rows(indptr, indices, data, X, Y, comps, act, lo, hi):
                 y[i] = s
 
 
+@nb.njit(cache=True, inline="always")
+def _all_three(comps, act) -> bool:
+    """Three components, all active: their products share one pass over the matrix, as
+    ``krylov._spmv_rows`` shares it (the matrix read once, not three times)."""
+    return len(comps) == 3 and act[0] == 1 and act[1] == 1 and act[2] == 1
+
+
+@nb.njit(cache=True, inline="always")
+def _row3(indptr, indices, data, x0, x1, x2, i):
+    """Row ``i`` of ``A x`` for three vectors, each summed as ``_row`` sums it."""
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        a = data[k]
+        j = indices[k]
+        s0 += a * x0[j]
+        s1 += a * x1[j]
+        s2 += a * x2[j]
+    return s0, s1, s2
+
+
 @nb.njit(cache=True, parallel=True)
 def many_product_r0v(indptr, indices, data, PH, V, R0, comps, act, nt, part, out):
-    """v = A phat, then ``out[j] = r0.v`` (``krylov._spmv_rows`` and ``_bicg3_r0v``)."""
+    """v = A phat, then ``out[j] = r0.v`` (``krylov._spmv_rows`` and ``_bicg3_r0v``); with
+    all three components active, one pass over the block's rows does both."""
     n = len(indptr) - 1
     m = len(comps)
+    three = _all_three(comps, act)
     for t in nb.prange(nt):
         lo, hi = n * t // nt, n * (t + 1) // nt
+        if three:
+            x0, x1, x2, v0, v1, v2 = PH[0], PH[1], PH[2], V[0], V[1], V[2]
+            r0, r1, r2 = R0[0], R0[1], R0[2]
+            a0 = a1 = a2 = 0.0
+            for i in range(lo, hi):
+                s0, s1, s2 = _row3(indptr, indices, data, x0, x1, x2, i)
+                v0[i] = s0
+                v1[i] = s1
+                v2[i] = s2
+                a0 += r0[i] * s0
+                a1 += r1[i] * s1
+                a2 += r2[i] * s2
+            part[t, 0], part[t, 1], part[t, 2] = a0, a1, a2
+            continue
         _product_rows(indptr, indices, data, PH, V, comps, act, lo, hi)
         for j in range(m):
             d = comps[j]
@@ -362,11 +441,16 @@ def many_s(R, V, alpha, invd, SH, comps, act, n, nt):
 
 @nb.njit(cache=True, parallel=True)
 def many_product_dot3(indptr, indices, data, SH, T, S, comps, act, nt, part, out):
-    """t = A shat, then ``out[3j:3j+3] = (t.s, t.t, s.s)`` (``krylov._bicg3_dot3``)."""
+    """t = A shat, then ``out[3j:3j+3] = (t.s, t.t, s.s)`` (``krylov._bicg3_dot3``); with
+    all three components active, one pass over the block's rows does both."""
     n = len(indptr) - 1
     m = len(comps)
+    three = _all_three(comps, act)
     for t in nb.prange(nt):
         lo, hi = n * t // nt, n * (t + 1) // nt
+        if three:
+            _product_dot3_three(indptr, indices, data, SH, T, S, lo, hi, part[t])
+            continue
         _product_rows(indptr, indices, data, SH, T, comps, act, lo, hi)
         for j in range(m):
             d = comps[j]
@@ -379,6 +463,31 @@ def many_product_dot3(indptr, indices, data, SH, T, S, comps, act, nt, part, out
                     s3 += s[i] * s[i]
             part[t, 3 * j], part[t, 3 * j + 1], part[t, 3 * j + 2] = s1, s2, s3
     _total(part, nt, 3 * m, out)
+
+
+@nb.njit(cache=True, inline="always")
+def _product_dot3_three(indptr, indices, data, SH, T, S, lo, hi, sums):
+    """:func:`many_product_dot3`'s block for three active components in one pass."""
+    x0, x1, x2, t0, t1, t2 = SH[0], SH[1], SH[2], T[0], T[1], T[2]
+    q0, q1, q2 = S[0], S[1], S[2]
+    a0 = b0 = c0 = a1 = b1 = c1 = a2 = b2 = c2 = 0.0
+    for i in range(lo, hi):
+        s0, s1, s2 = _row3(indptr, indices, data, x0, x1, x2, i)
+        t0[i] = s0
+        t1[i] = s1
+        t2[i] = s2
+        a0 += s0 * q0[i]
+        b0 += s0 * s0
+        c0 += q0[i] * q0[i]
+        a1 += s1 * q1[i]
+        b1 += s1 * s1
+        c1 += q1[i] * q1[i]
+        a2 += s2 * q2[i]
+        b2 += s2 * s2
+        c2 += q2[i] * q2[i]
+    sums[0], sums[1], sums[2] = a0, b0, c0
+    sums[3], sums[4], sums[5] = a1, b1, c1
+    sums[6], sums[7], sums[8] = a2, b2, c2
 
 
 @nb.njit(cache=True, parallel=True)

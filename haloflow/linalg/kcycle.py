@@ -53,7 +53,6 @@ from .amg import (
     prolong_add,
     residual,
     residual_restrict,
-    restrict,
     spmv,
     upper_residual_restrict,
 )
@@ -87,8 +86,9 @@ CNT_HEAD = 6
 H_CTL, H_PL, H_HB, H_HCELLS, H_HPLAN, H_XIDX, H_HND = range(10, 17)
 H_IP0, H_IX0, H_DP0, H_DINV0, H_AGG0, H_R0 = range(17, 23)
 # per level the bandwidth its thread blocks snapshot (-1: the level runs serially), and the
-# blocks' partial sums
-H_THR, H_PART = 23, 24
+# blocks' partial sums; the threaded levels' aggregates as lists of rows (offsets per level,
+# pointers, rows: :func:`_members`)
+H_THR, H_PART, H_MOFF, H_MPTR, H_MIDX = 23, 24, 25, 26, 27
 # work vectors of a level, rows of ``W`` (amg.VECTORS, the names of amg.Level's attributes)
 B, X, R, C, D, V, Wv, R2 = range(8)
 
@@ -264,12 +264,21 @@ def _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc):
     ip, ix, data, dp, dinv = _level(h, d0, i)
     n = lv[i, N]
     nt = _blocks(h, i)
-    if nt:
-        r = _vec(h, R, i)
-        x[:] = 0.0
-        _smooth(h, d0, lv, cnt, i, b, x, True)
-        tb.residual(ip, ix, data, x, b, r, nt)
-        restrict(ag, r, n, rc, nc)
+    if nt:  # two regions: the sweep from zero, then each aggregate's residuals gathered
+        if lv[i, SPLIT]:
+            x[n:] = 0.0
+            tb.gs_from_zero(ip, ix, data, dp, b, x, n, nt, h[H_THR][i], dinv)
+            _exchange(h, cnt, i, x)
+            if lv[i, HASCUT]:
+                cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
+                gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
+                _exchange(h, cnt, i, x)
+        else:
+            x[:] = 0.0
+            _smooth(h, d0, lv, cnt, i, b, x, True)
+        moff = h[H_MOFF]
+        mptr = h[H_MPTR][moff[i, 0]:moff[i, 0] + nc + 1]
+        tb.residual_restrict(ip, ix, data, x, b, mptr, h[H_MIDX][moff[i, 1]:], rc, nc, nt)
         return
     if lv[i, SPLIT] and lv[i, NCOLS] == n:  # no ghost columns: one pass
         gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x, n, ag, rc, nc)
@@ -773,6 +782,29 @@ def _thread_levels(levels, nt: int) -> np.ndarray:
     return thr
 
 
+def _members(levels, thr, pl) -> tuple:
+    """The rows of each aggregate of every threaded level (``thr[i] >= 0``), in increasing
+    order, as pointers and rows packed level after level, and each level's two offsets:
+    the threaded restriction gathers an aggregate's residuals on one thread
+    (:func:`.blocks.residual_restrict`) where the serial one scatters them.  A level has
+    as many aggregates as the vector :func:`_down` restricts into (``pl``: the plan)."""
+    off = np.zeros((len(levels) + 1, 2), dtype=np.int64)
+    ptrs, rows = [], []
+    for i, lev in enumerate(levels):
+        off[i + 1] = off[i]
+        if thr[i] < 0:
+            continue
+        nc = pl[i, RC_N] if pl[i, RD] else levels[i + 1].ncols
+        agg = np.asarray(lev.next.agg[:lev.n], dtype=np.int64)
+        ptr = np.zeros(nc + 1, dtype=np.int64)
+        np.cumsum(np.bincount(agg, minlength=nc), out=ptr[1:])
+        ptrs.append(ptr)
+        rows.append(np.argsort(agg, kind="stable").astype(IDX))
+        off[i + 1] = off[i] + (len(ptr), len(agg))
+    ptr = np.concatenate(ptrs) if ptrs else np.zeros(1, dtype=np.int64)
+    return off, ptr, np.concatenate(rows) if rows else np.zeros(1, dtype=IDX)
+
+
 def _level_table(amg) -> np.ndarray:
     """The int64 table ``lv``: each level's sizes, its offsets in the packed arrays (level
     0 takes no room there: the kernels read the matrix's own arrays) and its cycle."""
@@ -850,8 +882,9 @@ class CompiledSolve:
         ctl[STATUSES] = par.statuses
         ctl[RBUF] = par.rbuf
         ctl[NBLK] = threads.blocks()
+        thr = _thread_levels(levels, int(ctl[NBLK]))
         self.h = (*packed, ks, ctl, par.pl, par.hb, par.hcells, par.hplan, par.xidx, par.hnd,
-                  *own, _thread_levels(levels, int(ctl[NBLK])), np.zeros((ctl[NBLK] + 1, RB)))
+                  *own, thr, np.zeros((ctl[NBLK] + 1, RB)), *_members(levels, thr, par.pl))
         self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
         self.out = np.zeros(4)
         # a hierarchy refresh() knows: serial, no aggregate spanning ranks, nothing replicated

@@ -77,11 +77,13 @@ def _runs(mask: np.ndarray) -> np.ndarray:
     return np.asarray(out, dtype=IDX)
 
 
-@nb.njit(cache=True)
+@kernel
 def _fill(data, diag, lower, upper, diag_pos, lower_pos, upper_pos):
-    for i in range(len(diag_pos)):
+    """The CSR values from the face coefficients: every entry written once, so a threaded
+    rank shares the faces among its threads."""
+    for i in nb.prange(len(diag_pos)):
         data[diag_pos[i]] = diag[i]
-    for f in range(len(upper_pos)):
+    for f in nb.prange(len(upper_pos)):
         if upper_pos[f] >= 0:
             data[upper_pos[f]] = upper[f]
         if lower_pos[f] >= 0:

@@ -25,14 +25,14 @@ import numba as nb
 MIN_ROWS = int(os.environ.get("HALOFLOW_THREAD_MIN_ROWS", 100_000))
 # rows of one AMG level (or one lockstep solve) from which a compiled solver that runs
 # threaded hands it to its thread blocks.  A Gauss-Seidel sweep over 8 192 rows of a 7-point
-# Laplacian takes 65 us on one thread here and a launch a few, but every region is a point
-# where a thread waits for (or wakes) the other, and the coarser levels are visited most
-# often: on the 64^3 cavity at 32 768 (levels of 262 144 and 65 536 rows threaded) the loop
-# thread's CPU per step was 0.316 s against 0.329 at 8 192 (level of 16 399 rows too) and
-# 0.358 at 100 000 (one thread: 0.467; loaded machine, medians of 6), and the 16 399-row
-# level alone makes more halo exchanges (a proxy for its regions) than the two finer levels
-# together.  Never more than MIN_ROWS, so that lowering it for tests reaches the levels too.
-LEVEL_MIN_ROWS = min(MIN_ROWS, 32768)
+# Laplacian takes 65 us on one thread here and a launch a few (a sleeping thread's wake-up
+# 10-80 us on this VM), and the coarser levels are visited most often.  Measured in one
+# process, the same pressure solves timed with levels switched to serial in turn (64^3
+# cavity, 1 rank x 2 threads, levels of 262 144, 65 536, 16 384, 4 096 and 1 024 rows):
+# threading the 16 384-row level as well as the two finer ones saved 5-10 % of the solve,
+# the 4 096-row level -4 to +3 %, the 1 024-row level nothing (docs/performance.md, twelfth
+# pass).  Never more than MIN_ROWS, so that lowering it for tests reaches the levels too.
+LEVEL_MIN_ROWS = min(MIN_ROWS, 8192)
 
 _KERNELS: list[tuple[dict, str, object, object]] = []
 _bound = {"threaded": False}  # what use_threads bound last: a kernel imported later follows

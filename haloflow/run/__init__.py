@@ -48,13 +48,14 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     t_start = time.perf_counter()
     return_freed_arrays()
     root = comm.rank == 0
-    set_threads(threads, case.parallel.thread_wait)
+    wait_policy = set_threads(threads, case.parallel.thread_wait, comm)
     open_outdir(outdir, force, comm)
     try:
         log = Log(outdir / "log.txt" if root else None, quiet=quiet or not root)
         if root:
             (outdir / "case.toml").write_text(case.to_toml(), encoding="utf-8")
         run = setup(case, comm, threads, log)
+        run.wait_policy = wait_policy
         log_setup(run, outdir, log)
         start = _restore(run, restart, log) if restart else 0
         try:

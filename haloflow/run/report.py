@@ -58,7 +58,7 @@ def log_setup(run, outdir: Path, log) -> None:
         f"ghosts {sum(c[1] for c in counts)}, neighbours per rank max "
         f"{max(c[2] for c in counts)}")
     if run.threads > 1:
-        log(f"  OpenMP wait policy {os.environ.get('OMP_WAIT_POLICY', 'default')} "
+        log(f"  OpenMP wait policy {run.wait_policy} "
             f"(parallel.thread_wait = \"{case.parallel.thread_wait}\")")
     if run.threads > 1 and not run.threaded:
         log(f"  vector and SpMV kernels run on 1 thread: {lmesh.n_owned} rows on rank 0 "
@@ -185,9 +185,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         **({"balance": loop.balance} if loop.balance is not None else {}),
         **({"emulation": emulated} if emulated else {}),
         **({"amg": amg_info} if amg_info else {})})
-    prof["threads"] = threads.account(prof, run.threads, run.threaded,
-                                      os.environ.get("OMP_WAIT_POLICY") if run.threads > 1
-                                      else None)
+    prof["threads"] = threads.account(prof, run.threads, run.threaded, run.wait_policy)
     profiling.write(outdir / "profile.json", prof)
     for line in profiling.table(prof):
         log(line)

@@ -32,6 +32,7 @@ class Run:
     rss_base: int  # bytes resident before the mesh was built (memory.rss_bytes)
     retired: list = field(default_factory=list)  # exchangers a rebalance replaced: counters
     remake_s: float = 0.0  # set-up seconds on what a migration redoes (mesh, parts, solver)
+    wait_policy: str | None = None  # the threads' OpenMP wait policy (set_threads)
 
     @property
     def amg(self):
@@ -49,20 +50,24 @@ class Run:
 WAIT_POLICY = {"sleep": "passive", "spin": "active"}  # OpenMP's OMP_WAIT_POLICY
 
 
-def set_threads(threads: int, wait: str = "sleep") -> None:
-    """Numba threads per rank, at most the ``NUMBA_NUM_THREADS`` numba may use here.
+def set_threads(threads: int, wait: str = "auto", comm=None) -> str | None:
+    """Numba threads per rank, at most the ``NUMBA_NUM_THREADS`` numba may use here, and
+    what OpenMP's threads do while they wait at a region's end (``parallel.thread_wait``)
+    unless the environment's ``OMP_WAIT_POLICY`` says; returns the policy in effect
+    (``passive``, ``active``, ``default``: the OpenMP runtime's own) or None on one thread.
 
-    With more than one, what OpenMP's threads do while they wait at a region's end is
-    ``wait`` (``parallel.thread_wait``) unless the environment's ``OMP_WAIT_POLICY`` says
-    otherwise.  ``sleep`` (passive) by default: a thread spinning at the end of a parallel
-    region holds the core its partner needs whenever other processes share the cores.  On
-    this 2-core machine under loads of 11-16, 1 rank x 2 threads took 2.9-4.8 s/step on the
-    64^3 cavity with sleeping threads, 10.3 with a short spin (GOMP_SPINCOUNT=10000) and 22.8
-    with OpenMP's default, against 3.2 on one thread.  ``spin`` (active) is for cores the
-    rank has to itself; on this shared VM it has not shown a steady gain: the same cavity,
-    1 x 2, both ways in turn, spun at 0.43-0.44 s/step against 0.58-0.75 sleeping in one
-    series and at 0.55-0.78 against 0.47-0.53 in the next (docs/performance.md, eleventh
-    pass).  Set before numba starts its threads, which is when OpenMP reads it."""
+    ``sleep`` (passive): a thread that waits sleeps, and every region wakes it (10-80 us on
+    this VM): safe where other processes share the cores.  ``spin`` (active): it spins, and
+    holds the core its partner needs whenever the cores are shared (on this 2-core machine
+    under loads of 11-16, 1 rank x 2 threads took 22.8 s/step on the 64^3 cavity spinning
+    by OpenMP's default against 2.9-4.8 sleeping).  ``auto``: the runtime's default (GNU
+    OpenMP spins about 300 000 times, a fraction of a millisecond, then sleeps: it spans the
+    gaps between a solve's regions and sleeps through the serial phases) where this node's
+    ranks times threads fit the cores this process may run on, else sleep, as MPI libraries
+    stop spinning when oversubscribed.  Other jobs' load is not seen: on shared cores, say
+    ``sleep``.  Idle cores, the 64^3 pressure solves: spinning briefly 1.2-1.6x faster than
+    sleeping (docs/performance.md, twelfth pass).  Set before numba starts its threads,
+    which is when OpenMP reads it.  Collective where ``wait`` is ``auto`` (the node's ranks)."""
     import os
 
     import numba
@@ -70,9 +75,38 @@ def set_threads(threads: int, wait: str = "sleep") -> None:
     if threads > numba.config.NUMBA_NUM_THREADS:
         raise RunError(f"--threads {threads} exceeds the {numba.config.NUMBA_NUM_THREADS} "
                        "threads numba may use here (NUMBA_NUM_THREADS)")
+    policy = None
+    if wait == "auto" and comm is not None:
+        fits = threads * node_ranks(comm) <= usable_cores()
+        wait = "auto" if fits else "sleep"
     if threads > 1:
-        os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY[wait])
+        if wait != "auto":
+            os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY[wait])
+        policy = os.environ.get("OMP_WAIT_POLICY", "default")
     numba.set_num_threads(threads)
+    return policy
+
+
+def node_ranks(comm) -> int:
+    """Collective: how many of ``comm``'s ranks share this rank's node (its memory)."""
+    if comm.size == 1:
+        return 1
+    from mpi4py import MPI
+
+    shared = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+    n = shared.size
+    shared.Free()
+    return n
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def local_mesh(case, comm, log=None):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -35,6 +36,10 @@ def test_2_ranks_x_2_threads_equal_serial(tmp_path):
     (f1, s1, _), (f2, s2, p2) = runs[1], runs[2]
     assert (s2["ranks"], s2["threads"]) == (2, 2) and p2["threads"]["threaded"]
     assert p2["per_step"]["compiled_exchanges"] > 0  # the solves stayed compiled
+    if "OMP_WAIT_POLICY" not in os.environ and hasattr(os, "sched_getaffinity"):
+        # thread_wait "auto": 2 ranks x 2 threads spin briefly only where 4 cores are theirs
+        fits = 4 <= len(os.sched_getaffinity(0))
+        assert p2["threads"]["wait_policy"] == ("default" if fits else "passive")
     for k in ("U", "p"):
         scale = np.abs(f1[k]).max()
         assert scale > 0.1

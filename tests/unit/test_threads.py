@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -205,8 +207,9 @@ def test_3d_cavity_on_thread_blocks_equals_1_thread_and_repeats(tmp_path):
     assert 0.9 < p1["threads"]["utilisation"] < 1.1
 
 
-def _wait_policy(tmp_path, name, sets, env_policy=None):
-    """profile.json's wait policy and the log's line of a tiny 2-thread run."""
+def _wait_policy(tmp_path, name, sets, env_policy=None, cores=None):
+    """profile.json's wait policy and the log's line of a tiny 2-thread run (``cores``: the
+    only cores it may run on)."""
     import json
     import os
     import subprocess
@@ -220,7 +223,8 @@ def _wait_policy(tmp_path, name, sets, env_policy=None):
     subprocess.run([sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out),
                     "--threads", "2", "--steps", "2", "--quiet", "--set", "mesh.cells=[8,8,1]",
                     "--set", "output.plots=false", "--set", "output.fields=false", *sets],
-                   env=env, check=True, capture_output=True)
+                   env=env, check=True, capture_output=True,
+                   preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     prof = json.loads((out / "profile.json").read_text())
     log = (out / "log.txt").read_text()
     return prof["threads"]["wait_policy"], log
@@ -228,10 +232,23 @@ def _wait_policy(tmp_path, name, sets, env_policy=None):
 
 def test_thread_wait_sets_openmps_policy_unless_the_environment_does(tmp_path):
     spin = ["--set", 'parallel.thread_wait="spin"']
-    policy, log = _wait_policy(tmp_path, "default", [])
-    assert policy == "passive" and 'parallel.thread_wait = "sleep"' in log
+    assert _wait_policy(tmp_path, "sleep", ["--set", 'parallel.thread_wait="sleep"'])[0] \
+        == "passive"
     assert _wait_policy(tmp_path, "spin", spin)[0] == "active"
     assert _wait_policy(tmp_path, "env", spin, env_policy="passive")[0] == "passive"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two cores and affinity masks")
+def test_thread_wait_auto_spins_only_where_the_threads_have_cores(tmp_path):
+    """``auto``: OpenMP's own brief spin where a rank's threads fit its cores, sleeping
+    where two threads would share one core."""
+    policy, log = _wait_policy(tmp_path, "auto", [])
+    assert policy == "default" and 'parallel.thread_wait = "auto"' in log
+    assert "OpenMP wait policy default" in log
+    assert _wait_policy(tmp_path, "one-core", [], cores={min(os.sched_getaffinity(0))})[0] \
+        == "passive"
+    assert _wait_policy(tmp_path, "env", [], env_policy="active")[0] == "active"
 
 
 def test_thread_wait_rejects_other_words():
