@@ -24,6 +24,7 @@ from ..linalg.lowsync import CG1_VECTORS, PIPECG_VECTORS
 from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..linalg.methods import pressure_method
+from ..parallel.faceblocks import for_threads
 from .patches import EMPTY, FIXED, ZERO_GRADIENT
 from .schemes import nonorth_flux_correction
 
@@ -185,8 +186,16 @@ def correct_gauss(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, pvalue, 
         a = pf * sf[f, 2]
         g2[o] += a
         g2[n] -= a
-    if not last:
-        return
+    if last:
+        _gauss_tail(owner, ni, sf, vol, phiH, g, p, pkind, pvalue, phi, grad, U, HbyA, rAU,
+                    comps, n_owned)
+
+
+@nb.njit(cache=True)
+def _gauss_tail(owner, ni, sf, vol, phiH, g, p, pkind, pvalue, phi, grad, U, HbyA, rAU, comps,
+                n_owned):
+    """:func:`correct_gauss` after the internal faces: the boundary faces, the division by
+    the volume and the velocity."""
     for f in range(ni, len(owner)):
         b = f - ni
         k = pkind[b]
@@ -207,6 +216,112 @@ def correct_gauss(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, pvalue, 
     for d in comps:
         for c in range(n_owned):
             U[d, c] = HbyA[d, c] - rAU[c] * grad[d, c]
+
+
+@nb.njit(cache=True, parallel=True)
+def correct_gauss_blocks(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, pvalue, phi,
+                         grad, U, HbyA, rAU, comps, n_owned, f0, f1, last, cells, own_ptr, own,
+                         in_ptr, incoming):
+    """:func:`correct_gauss` with the internal faces shared among the threads by
+    :class:`~haloflow.parallel.faceblocks.FaceBlocks` (its arrays last): each thread zeroes
+    and sums the gradient of its own cells only, the same terms in the same order."""
+    g0, g1, g2 = grad[0], grad[1], grad[2]
+    for t in nb.prange(len(cells) - 1):
+        lo, hi = cells[t], cells[t + 1]
+        if f0 == 0:
+            for c in range(lo, hi):
+                g0[c] = 0.0
+                g1[c] = 0.0
+                g2[c] = 0.0
+        for m in range(in_ptr[t], in_ptr[t + 1]):  # faces from earlier blocks: n's half
+            f = incoming[m]
+            if f0 <= f < f1:
+                n = neighbour[f]
+                pf = weight[f] * p[owner[f]] + (1.0 - weight[f]) * p[n]
+                g0[n] -= pf * sf[f, 0]
+                g1[n] -= pf * sf[f, 1]
+                g2[n] -= pf * sf[f, 2]
+        for m in range(own_ptr[t], own_ptr[t + 1]):
+            f = own[m]
+            if f < f0 or f >= f1:
+                continue
+            o = owner[f]
+            n = neighbour[f]
+            po = p[o]
+            pn = p[n]
+            phi[f] = phiH[f] - g[f] * (pn - po)
+            pf = weight[f] * po + (1.0 - weight[f]) * pn
+            mine = lo <= n < hi
+            a = pf * sf[f, 0]
+            g0[o] += a
+            if mine:
+                g0[n] -= a
+            a = pf * sf[f, 1]
+            g1[o] += a
+            if mine:
+                g1[n] -= a
+            a = pf * sf[f, 2]
+            g2[o] += a
+            if mine:
+                g2[n] -= a
+    if last:
+        _gauss_tail(owner, len(neighbour), sf, vol, phiH, g, p, pkind, pvalue, phi, grad, U,
+                    HbyA, rAU, comps, n_owned)
+
+
+@nb.njit(cache=True, parallel=True)
+def fluxes_and_system_blocks(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uvalue,
+                             pkind, pvalue, phiH, g, f0, n_cells, diag, lower, upper, rhs,
+                             cells, own_ptr, own, in_ptr, incoming):
+    """:func:`fluxes_and_system` with the internal faces shared among the threads as in
+    :func:`correct_gauss_blocks` (``n_cells``: the blocks' cells); a face from an earlier
+    block is computed again by the thread of its neighbour, the same arithmetic."""
+    h0, h1, h2 = HbyA[0], HbyA[1], HbyA[2]
+    for t in nb.prange(len(cells) - 1):
+        lo, hi = cells[t], cells[t + 1]
+        for c in range(lo, hi):
+            diag[c] = 0.0
+            rhs[c] = 0.0
+        for m in range(in_ptr[t], in_ptr[t + 1]):
+            f = incoming[m]
+            s, gf = _face_flux(f, owner[f], neighbour[f], weight, sf, gdiff, h0, h1, h2, rAU,
+                               phiH, g, f0)
+            n = neighbour[f]
+            diag[n] += gf
+            rhs[n] += s
+        for m in range(own_ptr[t], own_ptr[t + 1]):
+            f = own[m]
+            o = owner[f]
+            n = neighbour[f]
+            s, gf = _face_flux(f, o, n, weight, sf, gdiff, h0, h1, h2, rAU, phiH, g, f0)
+            if f >= f0:
+                phiH[f] = s
+                g[f] = gf
+            diag[o] += gf
+            lower[f] = -gf
+            upper[f] = -gf
+            rhs[o] -= s
+            if lo <= n < hi:
+                diag[n] += gf
+                rhs[n] += s
+    ni = len(neighbour)
+    _boundary_fluxes(owner, ni, ukind, uvalue, HbyA, sf, gdiff, rAU, pkind, phiH, g)
+    _boundary_system(owner, ni, phiH, g, pkind, pvalue, diag, rhs)
+
+
+@nb.njit(cache=True, inline="always")
+def _face_flux(f, o, n, weight, sf, gdiff, h0, h1, h2, rAU, phiH, g, f0):
+    """Internal face f's predicted flux and coupling as :func:`fluxes_and_system` makes
+    them (faces before ``f0``: as predicted before)."""
+    if f < f0:
+        return phiH[f], g[f]
+    w = weight[f]
+    w1 = 1.0 - w
+    s = 0.0
+    s += (w * h0[o] + w1 * h0[n]) * sf[f, 0]
+    s += (w * h1[o] + w1 * h1[n]) * sf[f, 1]
+    s += (w * h2[o] + w1 * h2[n]) * sf[f, 2]
+    return s, (w * rAU[o] + w1 * rAU[n]) * gdiff[f]
 
 
 @nb.njit(cache=True)
@@ -265,7 +380,15 @@ class Pressure:
         self.grad_fields = tuple(grad[e] for e in comps)
         self._assembled = False  # the system was assembled with the predicted fluxes
         self._gauss = gradient.scheme == "gauss"  # flux, gradient, velocity in one kernel
+        self._face_blocks = None  # the face loops' thread blocks (face_blocks)
         self.grad_current = False  # ``grad`` is that of ``p`` (after :meth:`correct`)
+
+    def face_blocks(self) -> tuple | None:
+        """The arrays of the face loops' thread blocks (:mod:`..parallel.faceblocks`) while
+        the threaded kernels are bound, else None; made once per thread count."""
+        fb = for_threads(self._face_blocks, self.owner, self.lm.neighbour, self.lm.n_cells)
+        self._face_blocks = fb
+        return None if fb is None else fb.arrays()
 
     def predict_fluxes(self, HbyA, rAU, h_fields, system: bool = False) -> None:
         """``phiH`` and ``g`` from ``H/A`` and ``V/A``, exchanging ``h_fields`` (their owned
@@ -289,9 +412,14 @@ class Pressure:
             with T("halo"):
                 self.ex.exchange(h_fields)
         if system:
+            fb = self.face_blocks()
             with T("fluxes"):
-                fluxes_and_system(*pre[:10], bc.p_value, *pre[10:], f0, lm.n_cells, self.diag,
-                                  self.lower, self.upper, self.rhs)
+                if fb is None:
+                    fluxes_and_system(*pre[:10], bc.p_value, *pre[10:], f0, lm.n_cells,
+                                      self.diag, self.lower, self.upper, self.rhs)
+                else:
+                    fluxes_and_system_blocks(*pre[:10], bc.p_value, *pre[10:], f0, lm.n_cells,
+                                             self.diag, self.lower, self.upper, self.rhs, *fb)
             self._assembled = True
             return
         with T("fluxes"):
@@ -439,13 +567,15 @@ class Pressure:
                     h = self.ex.start(self.p_field)
                 else:
                     self.ex.exchange(self.p_field)
+            fb = self.face_blocks()
+            kern, fb = (correct_gauss, ()) if fb is None else (correct_gauss_blocks, fb)
             if f0:
                 with T("fluxes"):
-                    correct_gauss(*args, 0, nint, False)
+                    kern(*args, 0, nint, False, *fb)
                 with T("halo"):
                     self.ex.finish(h)
             with T("fluxes"):
-                correct_gauss(*args, f0, ni, True)
+                kern(*args, f0, ni, True, *fb)
             with T("halo"):
                 self.ex.exchange(u_fields)
             return
