@@ -376,8 +376,9 @@ def _all_three(comps, act) -> bool:
 
 
 @nb.njit(cache=True, inline="always")
-def _row3(indptr, indices, data, x0, x1, x2, i):
-    """Row ``i`` of ``A x`` for three vectors, each summed as ``_row`` sums it."""
+def row3(indptr, indices, data, x0, x1, x2, i):
+    """Row ``i`` of ``A x`` for three vectors, each summed as ``_row`` sums it (the serial
+    lockstep solve's rows too, ``krylov._rows_three``)."""
     s0 = 0.0
     s1 = 0.0
     s2 = 0.0
@@ -404,7 +405,7 @@ def many_product_r0v(indptr, indices, data, PH, V, R0, comps, act, nt, part, out
             r0, r1, r2 = R0[0], R0[1], R0[2]
             a0 = a1 = a2 = 0.0
             for i in range(lo, hi):
-                s0, s1, s2 = _row3(indptr, indices, data, x0, x1, x2, i)
+                s0, s1, s2 = row3(indptr, indices, data, x0, x1, x2, i)
                 v0[i] = s0
                 v1[i] = s1
                 v2[i] = s2
@@ -472,7 +473,7 @@ def _product_dot3_three(indptr, indices, data, SH, T, S, lo, hi, sums):
     q0, q1, q2 = S[0], S[1], S[2]
     a0 = b0 = c0 = a1 = b1 = c1 = a2 = b2 = c2 = 0.0
     for i in range(lo, hi):
-        s0, s1, s2 = _row3(indptr, indices, data, x0, x1, x2, i)
+        s0, s1, s2 = row3(indptr, indices, data, x0, x1, x2, i)
         t0[i] = s0
         t1[i] = s1
         t2[i] = s2

@@ -341,15 +341,7 @@ def _rows_three(indptr, indices, data, X, Y, lo, hi):
     """``Y[0:3] = A X[0:3]`` on rows ``lo..hi-1``: one pass over the matrix for all three."""
     x0, x1, x2, y0, y1, y2 = X[0], X[1], X[2], Y[0], Y[1], Y[2]
     for i in range(lo, hi):
-        s0 = 0.0
-        s1 = 0.0
-        s2 = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            a = data[k]
-            j = indices[k]
-            s0 += a * x0[j]
-            s1 += a * x1[j]
-            s2 += a * x2[j]
+        s0, s1, s2 = tb.row3(indptr, indices, data, x0, x1, x2, i)
         y0[i] = s0
         y1[i] = s1
         y2[i] = s2

@@ -173,22 +173,31 @@ def correct_gauss(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, pvalue, 
     for f in range(f0, f1):
         o = owner[f]
         n = neighbour[f]
-        po = p[o]
-        pn = p[n]
-        phi[f] = phiH[f] - g[f] * (pn - po)
-        pf = weight[f] * po + (1.0 - weight[f]) * pn
-        a = pf * sf[f, 0]
-        g0[o] += a
-        g0[n] -= a
-        a = pf * sf[f, 1]
-        g1[o] += a
-        g1[n] -= a
-        a = pf * sf[f, 2]
-        g2[o] += a
-        g2[n] -= a
+        a0, a1, a2 = _gauss_face(f, o, n, weight, sf, phiH, g, p, phi)
+        g0[o] += a0
+        g0[n] -= a0
+        g1[o] += a1
+        g1[n] -= a1
+        g2[o] += a2
+        g2[n] -= a2
     if last:
         _gauss_tail(owner, ni, sf, vol, phiH, g, p, pkind, pvalue, phi, grad, U, HbyA, rAU,
                     comps, n_owned)
+
+
+@nb.njit(cache=True, inline="always")
+def _face_value(f, o, n, weight, p):
+    """p interpolated to internal face f."""
+    return weight[f] * p[o] + (1.0 - weight[f]) * p[n]
+
+
+@nb.njit(cache=True, inline="always")
+def _gauss_face(f, o, n, weight, sf, phiH, g, p, phi):
+    """Internal face f of :func:`correct_gauss`: its conservative flux into ``phi``, and
+    its Gauss-gradient term p_f S_f."""
+    phi[f] = phiH[f] - g[f] * (p[n] - p[o])
+    pf = _face_value(f, o, n, weight, p)
+    return pf * sf[f, 0], pf * sf[f, 1], pf * sf[f, 2]
 
 
 @nb.njit(cache=True)
@@ -237,7 +246,7 @@ def correct_gauss_blocks(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, p
             f = incoming[m]
             if f0 <= f < f1:
                 n = neighbour[f]
-                pf = weight[f] * p[owner[f]] + (1.0 - weight[f]) * p[n]
+                pf = _face_value(f, owner[f], n, weight, p)
                 g0[n] -= pf * sf[f, 0]
                 g1[n] -= pf * sf[f, 1]
                 g2[n] -= pf * sf[f, 2]
@@ -247,23 +256,14 @@ def correct_gauss_blocks(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, p
                 continue
             o = owner[f]
             n = neighbour[f]
-            po = p[o]
-            pn = p[n]
-            phi[f] = phiH[f] - g[f] * (pn - po)
-            pf = weight[f] * po + (1.0 - weight[f]) * pn
-            mine = lo <= n < hi
-            a = pf * sf[f, 0]
-            g0[o] += a
-            if mine:
-                g0[n] -= a
-            a = pf * sf[f, 1]
-            g1[o] += a
-            if mine:
-                g1[n] -= a
-            a = pf * sf[f, 2]
-            g2[o] += a
-            if mine:
-                g2[n] -= a
+            a0, a1, a2 = _gauss_face(f, o, n, weight, sf, phiH, g, p, phi)
+            g0[o] += a0
+            g1[o] += a1
+            g2[o] += a2
+            if lo <= n < hi:
+                g0[n] -= a0
+                g1[n] -= a1
+                g2[n] -= a2
     if last:
         _gauss_tail(owner, len(neighbour), sf, vol, phiH, g, p, pkind, pvalue, phi, grad, U,
                     HbyA, rAU, comps, n_owned)
