@@ -139,19 +139,10 @@ def fluxes_and_system(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uva
     for f in range(ni):
         o = owner[f]
         n = neighbour[f]
+        s, gf = _face_flux(f, o, n, weight, sf, gdiff, h0, h1, h2, rAU, phiH, g, f0)
         if f >= f0:
-            w = weight[f]
-            w1 = 1.0 - w
-            s = 0.0
-            s += (w * h0[o] + w1 * h0[n]) * sf[f, 0]
-            s += (w * h1[o] + w1 * h1[n]) * sf[f, 1]
-            s += (w * h2[o] + w1 * h2[n]) * sf[f, 2]
             phiH[f] = s
-            gf = (w * rAU[o] + w1 * rAU[n]) * gdiff[f]
             g[f] = gf
-        else:
-            s = phiH[f]
-            gf = g[f]
         _add_face(f, o, n, gf, s, diag, lower, upper, rhs)
     _boundary_fluxes(owner, ni, ukind, uvalue, HbyA, sf, gdiff, rAU, pkind, phiH, g)
     _boundary_system(owner, ni, phiH, g, pkind, pvalue, diag, rhs)
@@ -173,13 +164,19 @@ def correct_gauss(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, pvalue, 
     for f in range(f0, f1):
         o = owner[f]
         n = neighbour[f]
-        a0, a1, a2 = _gauss_face(f, o, n, weight, sf, phiH, g, p, phi)
-        g0[o] += a0
-        g0[n] -= a0
-        g1[o] += a1
-        g1[n] -= a1
-        g2[o] += a2
-        g2[n] -= a2
+        po = p[o]
+        pn = p[n]
+        phi[f] = phiH[f] - g[f] * (pn - po)
+        pf = weight[f] * po + (1.0 - weight[f]) * pn
+        a = pf * sf[f, 0]
+        g0[o] += a
+        g0[n] -= a
+        a = pf * sf[f, 1]
+        g1[o] += a
+        g1[n] -= a
+        a = pf * sf[f, 2]
+        g2[o] += a
+        g2[n] -= a
     if last:
         _gauss_tail(owner, ni, sf, vol, phiH, g, p, pkind, pvalue, phi, grad, U, HbyA, rAU,
                     comps, n_owned)
@@ -193,8 +190,10 @@ def _face_value(f, o, n, weight, p):
 
 @nb.njit(cache=True, inline="always")
 def _gauss_face(f, o, n, weight, sf, phiH, g, p, phi):
-    """Internal face f of :func:`correct_gauss`: its conservative flux into ``phi``, and
-    its Gauss-gradient term p_f S_f."""
+    """Internal face f of :func:`correct_gauss_blocks`: its conservative flux into
+    ``phi``, and its Gauss-gradient term p_f S_f, as :func:`correct_gauss` computes them
+    (whose own loop stays as written: through this function it took 4-7 % longer per call
+    at 48^3, least of 16 calls, two pairs of runs on a busy machine)."""
     phi[f] = phiH[f] - g[f] * (p[n] - p[o])
     pf = _face_value(f, o, n, weight, p)
     return pf * sf[f, 0], pf * sf[f, 1], pf * sf[f, 2]
