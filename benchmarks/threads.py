@@ -1,7 +1,7 @@
 """Threads against ranks on the 3D lid-driven cavity: 1 x 1, 1 rank x 2 threads, 2 ranks x 1.
 
 Issue 21's figure: is a rank's second thread worth a second rank?  Runs the 3D cavity (all six
-faces walls, lid +x, dt 0.008, as benchmarks/scaling.py) in four layouts taking turns,
+faces walls, lid +x, dt 0.008, as benchmarks/scaling.py) in five layouts taking turns,
 REPEAT times: 1 x 1, 1 x 2 with ``parallel.thread_wait``'s default ``auto`` (on a machine
 whose cores hold both threads: OpenMP's own brief spin, then sleep), sleeping and spinning,
 2 x 1.  It reports the median s/step (first step excluded) of each,

@@ -29,9 +29,10 @@ MIN_ROWS = int(os.environ.get("HALOFLOW_THREAD_MIN_ROWS", 100_000))
 # 10-80 us on this VM), and the coarser levels are visited most often.  Measured in one
 # process, the same pressure solves timed with levels switched to serial in turn (64^3
 # cavity, 1 rank x 2 threads, levels of 262 144, 65 536, 16 384, 4 096 and 1 024 rows):
-# threading the 16 384-row level as well as the two finer ones saved 5-10 % of the solve,
-# the 4 096-row level -4 to +3 %, the 1 024-row level nothing (docs/performance.md, twelfth
-# pass).  Never more than MIN_ROWS, so that lowering it for tests reaches the levels too.
+# threading the 16 384-row level as well as the two finer ones saved 2-10 % of the solve,
+# the 4 096-row level -4 to +6 %, the 1 024-row level nothing or less
+# (benchmarks/thread_levels.py; docs/performance.md, twelfth pass).  Never more than
+# MIN_ROWS, so that lowering it for tests reaches the levels too.
 LEVEL_MIN_ROWS = min(MIN_ROWS, 8192)
 
 _KERNELS: list[tuple[dict, str, object, object]] = []

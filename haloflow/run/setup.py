@@ -65,7 +65,7 @@ def set_threads(threads: int, wait: str = "auto", comm=None) -> str | None:
     gaps between a solve's regions and sleeps through the serial phases) where this node's
     ranks times threads fit the cores this process may run on, else sleep, as MPI libraries
     stop spinning when oversubscribed.  Other jobs' load is not seen: on shared cores, say
-    ``sleep``.  Idle cores, the 64^3 pressure solves: spinning briefly 1.2-1.6x faster than
+    ``sleep``.  Idle cores, the 64^3 pressure solves: spinning briefly 1.1-1.6x faster than
     sleeping (docs/performance.md, twelfth pass).  Set before numba starts its threads,
     which is when OpenMP reads it.  Collective where ``wait`` is ``auto`` (the node's ranks)."""
     import os
@@ -76,7 +76,7 @@ def set_threads(threads: int, wait: str = "auto", comm=None) -> str | None:
         raise RunError(f"--threads {threads} exceeds the {numba.config.NUMBA_NUM_THREADS} "
                        "threads numba may use here (NUMBA_NUM_THREADS)")
     policy = None
-    if wait == "auto" and comm is not None:
+    if wait == "auto" and comm is not None and threads > 1:
         fits = threads * node_ranks(comm) <= usable_cores()
         wait = "auto" if fits else "sleep"
     if threads > 1:
