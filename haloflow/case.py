@@ -359,10 +359,10 @@ def _schema() -> dict[str, Any]:
             "halo": _Key(_choice(*STRATEGIES), "aggregated"),
             "staging": _Key(_choice(*STAGING), "host"),
             "threads": _Key(_integer(1, 4096), 1),
-            # what a rank's idle threads do between parallel regions: auto (spin briefly
-            # where the node's ranks x threads fit its cores), sleep (safe when other jobs
-            # share the cores) or spin (for cores of its own): run/setup.py
-            "thread_wait": _Key(_choice("auto", "sleep", "spin"), "auto"),
+            # what a rank's idle threads do between parallel regions: sleep (safe when other
+            # jobs share the cores), auto (spin briefly where the node's ranks x threads fit
+            # its cores) or spin (for cores of its own): run/setup.py
+            "thread_wait": _Key(_choice("sleep", "auto", "spin"), "sleep"),
             # parts onto ranks: block, nodes (two-level: nodes, then cores), permute
             "placement": _Key(_choice("block", "nodes", "permute"), "block"),
             "ranks_per_node": _Key(_integer(0, 1 << 20), 0),  # 0: MPI_COMM_TYPE_SHARED

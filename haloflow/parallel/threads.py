@@ -76,7 +76,8 @@ def use_threads(threads: int, rows: int) -> bool:
 
 # the phases whose hot loops run on thread blocks when a rank is threaded: the pressure solve
 # (the AMG levels under LEVEL_MIN_ROWS rows and the coarsest solve excepted) and the momentum
-# solve; assembly, fluxes and halo exchanges run on one thread
+# solve; assembly and halo exchanges run on one thread, and so does "fluxes" but for the
+# pressure equation's Gauss face loops (parallel/faceblocks.py), which this account leaves out
 THREADED_PHASES = ("solve_p", "solve_U")
 
 

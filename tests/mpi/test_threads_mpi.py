@@ -27,8 +27,9 @@ def test_2_ranks_x_2_threads_equal_serial(tmp_path):
     runs = {}
     for ranks, nthreads in ((1, 1), (2, 2)):
         out = tmp_path / f"r{ranks}t{nthreads}"
+        auto = ["--set", 'parallel.thread_wait="auto"'] if nthreads > 1 else []
         res = run_mpi(exe, ranks, "-m", "haloflow", "run", "cavity", "-o", str(out),
-                      "--threads", str(nthreads), *CAVITY_3D, timeout=180,
+                      "--threads", str(nthreads), *CAVITY_3D, *auto, timeout=180,
                       env={"NUMBA_NUM_THREADS": str(nthreads), "HALOFLOW_THREAD_MIN_ROWS": "1"})
         assert res.returncode == 0, f"--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
         runs[ranks] = (read_fields(out), json.loads((out / "summary.json").read_text()),
