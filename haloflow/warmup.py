@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import subprocess
 import sys
 import tempfile
@@ -121,8 +120,9 @@ def lock_compiles(lock_dir: str) -> None:
 
 
 def _default_jobs() -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(len(PARTS), cores or 1))
+    from .run.setup import usable_cores
+
+    return max(1, min(len(PARTS), usable_cores()))
 
 
 def main(argv: list[str] | None = None) -> int:

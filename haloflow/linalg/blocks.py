@@ -369,7 +369,7 @@ def _product_rows(indptr, indices, data, X, Y, comps, act, lo, hi):
 
 
 @nb.njit(cache=True, inline="always")
-def _all_three(comps, act) -> bool:
+def all_three(comps, act) -> bool:
     """Three components, all active: their products share one pass over the matrix, as
     ``krylov._spmv_rows`` shares it (the matrix read once, not three times)."""
     return len(comps) == 3 and act[0] == 1 and act[1] == 1 and act[2] == 1
@@ -397,7 +397,7 @@ def many_product_r0v(indptr, indices, data, PH, V, R0, comps, act, nt, part, out
     all three components active, one pass over the block's rows does both."""
     n = len(indptr) - 1
     m = len(comps)
-    three = _all_three(comps, act)
+    three = all_three(comps, act)
     for t in nb.prange(nt):
         lo, hi = n * t // nt, n * (t + 1) // nt
         if three:
@@ -446,7 +446,7 @@ def many_product_dot3(indptr, indices, data, SH, T, S, comps, act, nt, part, out
     all three components active, one pass over the block's rows does both."""
     n = len(indptr) - 1
     m = len(comps)
-    three = _all_three(comps, act)
+    three = all_three(comps, act)
     for t in nb.prange(nt):
         lo, hi = n * t // nt, n * (t + 1) // nt
         if three:

@@ -35,6 +35,7 @@ import numba as nb
 import numpy as np
 
 from ..parallel import mpicall, threads
+from ..parallel.faceblocks import grouped
 from ..parallel.halo.kernels import pack, unpack
 from . import blocks as tb
 from .amg import (
@@ -234,13 +235,20 @@ def _distribute(h, i, v):
 
 
 @nb.njit(cache=True)
-def _smooth(h, d0, lv, cnt, i, b, x, forward):
-    """``AMG._cycle``'s Gauss-Seidel sweep with its exchanges, RESWEEP rows included."""
+def _smooth(h, d0, lv, cnt, i, b, x, forward, from_zero):
+    """``AMG._cycle``'s Gauss-Seidel sweep with its exchanges, RESWEEP rows included.
+    ``from_zero`` (threaded levels only): the sweep starts from x = 0 on the owned rows,
+    whatever they hold (the caller zeroes the ghosts); a level split at the diagonal then
+    reads half of each row (:func:`.blocks.gs_from_zero`)."""
     ip, ix, data, dp, dinv = _level(h, d0, i)
     n = lv[i, N]
     cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
     nt = _blocks(h, i)
-    if nt:  # the level's work vector r is free while it is smoothed: the blocks' snapshot
+    if nt and from_zero and lv[i, SPLIT]:
+        tb.gs_from_zero(ip, ix, data, dp, b, x, n, nt, h[H_THR][i], dinv)
+    elif nt:  # the level's work vector r is free while it is smoothed: the blocks' snapshot
+        if from_zero:
+            x[:n] = 0.0
         tb.gs_blocks(ip, ix, data, dp, dinv, b, x, n, forward, nt, h[H_THR][i], _vec(h, R, i))
     if forward:
         if not nt:
@@ -265,17 +273,8 @@ def _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc):
     n = lv[i, N]
     nt = _blocks(h, i)
     if nt:  # two regions: the sweep from zero, then each aggregate's residuals gathered
-        if lv[i, SPLIT]:
-            x[n:] = 0.0
-            tb.gs_from_zero(ip, ix, data, dp, b, x, n, nt, h[H_THR][i], dinv)
-            _exchange(h, cnt, i, x)
-            if lv[i, HASCUT]:
-                cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
-                gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
-                _exchange(h, cnt, i, x)
-        else:
-            x[:] = 0.0
-            _smooth(h, d0, lv, cnt, i, b, x, True)
+        x[n:] = 0.0
+        _smooth(h, d0, lv, cnt, i, b, x, True, True)
         moff = h[H_MOFF]
         mptr = h[H_MPTR][moff[i, 0]:moff[i, 0] + nc + 1]
         tb.residual_restrict(ip, ix, data, x, b, mptr, h[H_MIDX][moff[i, 1]:], rc, nc, nt)
@@ -351,7 +350,7 @@ def _up(h, d0, cnt, i, b, x):
     else:
         prolong_add(ag, e, n, x)
     _exchange(h, cnt, i, x)
-    _smooth(h, d0, lv, cnt, i, b, x, False)
+    _smooth(h, d0, lv, cnt, i, b, x, False, False)
 
 
 @nb.njit(cache=True)
@@ -795,12 +794,11 @@ def _members(levels, thr, pl) -> tuple:
         if thr[i] < 0:
             continue
         nc = pl[i, RC_N] if pl[i, RD] else levels[i + 1].ncols
-        agg = np.asarray(lev.next.agg[:lev.n], dtype=np.int64)
-        ptr = np.zeros(nc + 1, dtype=np.int64)
-        np.cumsum(np.bincount(agg, minlength=nc), out=ptr[1:])
+        ptr, members = grouped(np.asarray(lev.next.agg[:lev.n], dtype=np.int64),
+                               np.arange(lev.n, dtype=IDX), nc)
         ptrs.append(ptr)
-        rows.append(np.argsort(agg, kind="stable").astype(IDX))
-        off[i + 1] = off[i] + (len(ptr), len(agg))
+        rows.append(members)
+        off[i + 1] = off[i] + (len(ptr), lev.n)
     ptr = np.concatenate(ptrs) if ptrs else np.zeros(1, dtype=np.int64)
     return off, ptr, np.concatenate(rows) if rows else np.zeros(1, dtype=IDX)
 

@@ -653,7 +653,7 @@ def _python_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
 def _spmv_rows(indptr, indices, data, X, Y, act, m, comps):
     """``Y[d] = A X[d]`` on every row for the active components (three together)."""
     nr = len(indptr) - 1
-    if m == 3 and act[0] == 1 and act[1] == 1 and act[2] == 1:
+    if tb.all_three(comps, act):
         _rows_three(indptr, indices, data, X, Y, 0, nr)
         return
     for d in comps:

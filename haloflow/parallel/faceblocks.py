@@ -29,9 +29,9 @@ class FaceBlocks:
         self.cells = np.array([n_cells * t // nt for t in range(nt + 1)], dtype=np.int64)
         own_block = np.searchsorted(self.cells, owner[:ni], side="right") - 1
         nb_block = np.searchsorted(self.cells, neighbour, side="right") - 1
-        self.own_ptr, self.own = _lists(own_block, np.arange(ni), nt)
+        self.own_ptr, self.own = grouped(own_block, np.arange(ni, dtype=np.int64), nt)
         cross = np.flatnonzero(own_block != nb_block)
-        self.in_ptr, self.incoming = _lists(nb_block[cross], cross, nt)
+        self.in_ptr, self.incoming = grouped(nb_block[cross], cross, nt)
 
     def arrays(self) -> tuple:
         """What the threaded kernels take: cells, own_ptr, own, in_ptr, incoming."""
@@ -51,9 +51,11 @@ def for_threads(have: FaceBlocks | None, owner, neighbour, n_cells: int) -> Face
     return have
 
 
-def _lists(block: np.ndarray, faces: np.ndarray, nt: int) -> tuple[np.ndarray, np.ndarray]:
-    """``faces`` grouped by ``block`` (stable: increasing face order inside a group)."""
-    order = np.argsort(block, kind="stable")
-    ptr = np.zeros(nt + 1, dtype=np.int64)
-    np.cumsum(np.bincount(block, minlength=nt), out=ptr[1:])
-    return ptr, faces[order].astype(np.int64)
+def grouped(group: np.ndarray, items: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``items`` grouped by ``group`` (values ``0..n-1``) as CSR ``(ptr, items)``, each group
+    in the items' order: what a loop that gathers per group, instead of scattering per
+    item, needs to add in the scatter's order."""
+    order = np.argsort(group, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(group, minlength=n), out=ptr[1:])
+    return ptr, items[order]

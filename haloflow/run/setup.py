@@ -92,14 +92,10 @@ def set_threads(threads: int, wait: str = "sleep", comm=None) -> str | None:
 
 def node_ranks(comm) -> int:
     """Collective: how many of ``comm``'s ranks share this rank's node (its memory)."""
-    if comm.size == 1:
-        return 1
-    from mpi4py import MPI
+    from ..parallel.topology import rank_nodes
 
-    shared = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
-    n = shared.size
-    shared.Free()
-    return n
+    nodes = rank_nodes(comm)
+    return int((nodes == nodes[comm.rank]).sum())
 
 
 def usable_cores() -> int:
