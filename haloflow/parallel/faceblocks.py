@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .threads import blocks
+
 
 class FaceBlocks:
     """The cell blocks, each block's own faces and incoming faces (both in increasing face
@@ -41,8 +43,6 @@ class FaceBlocks:
 def for_threads(have: FaceBlocks | None, owner, neighbour, n_cells: int) -> FaceBlocks | None:
     """The face blocks for the threads bound now (``have`` where it fits), or None while the
     serial kernels are bound."""
-    from .threads import blocks
-
     nt = blocks()
     if nt == 1:
         return None
