@@ -14,6 +14,7 @@ from __future__ import annotations
 from time import perf_counter
 
 import numpy as np
+from numba.core import event as numba_event
 
 ACTIVE = None  # the run's study.emulate.Emulation, or None
 SIZES = [8 * 8 ** k for k in range(7)]  # 8 B .. 2 MiB: the local curve's sizes
@@ -93,6 +94,10 @@ def install(comm, spec: str | None, nodes, speed: float = 1.0) -> object:
         from ..study.emulate_c import wrappers
 
         mpicall.wrap(wrappers(real, em, mpicall.handle(comm)))
+    if speed < 1.0:
+        LOADING.em = em
+        numba_event.register("numba:compiler_lock", LOADING)
+    em.resume()  # a slow core's computing counts from here, not from making the wrappers
     ACTIVE = em
     return em
 
@@ -103,7 +108,33 @@ def uninstall() -> None:
     from . import mpicall
 
     mpicall.wrap(None)
+    if LOADING.em is not None:
+        numba_event.unregister("numba:compiler_lock", LOADING)
+        LOADING.em = None
     ACTIVE = None
+
+
+class KernelLoading(numba_event.Listener):
+    """A slow core's emulation slows the run's computing, not numba loading its kernels: a
+    process loads each kernel once, on its first call, and a migration that redoes the
+    set-up on new parts finds them loaded.  Slowed, the loading would make the set-up,
+    which prices the first migration, look several times the migration's cost."""
+
+    def __init__(self):
+        self.em, self._depth, self._t0 = None, 0, 0.0
+
+    def on_start(self, event) -> None:
+        if self._depth == 0:
+            self._t0 = perf_counter()
+        self._depth += 1
+
+    def on_end(self, event) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self.em is not None:
+            self.em.skip(perf_counter() - self._t0)
+
+
+LOADING = KernelLoading()
 
 
 def settle() -> None:

@@ -10,8 +10,8 @@ cell times its cells.  The step after the run's start and after each migration i
 (loading compiled kernels, new plans).  When the largest load
 exceeds the mean by more than ``max_imbalance`` and the time the remaining steps would save
 exceeds what the last migration cost (before the first: the set-up's seconds on what a
-migration redoes, the mesh, its parts and the solver; after one, two checks in a row must
-say so), the mesh is cut
+migration redoes, the mesh, its parts and the solver, less numba's loading of kernels, which
+a migration finds done; after one, two checks in a row must say so), the mesh is cut
 again into parts of weights in proportion to each rank's speed, moving few cells (the old
 parts' borders shifted; a new METIS cut where that cuts far more faces), and the run
 migrates: every field the solver would write to a checkpoint (old time levels, the
@@ -104,13 +104,14 @@ class Balancer:
         run, comm = self.run, self.run.comm
         got = np.array(allgather(comm, (statistics.median(self.cost),
                                         statistics.median(self.wall), run.lmesh.n_owned,
-                                        run.remake_s)))
+                                        run.remake_mesh_s, run.remake_solver_s)))
         per_cell, wall, cells = got[:, 0], float(got[:, 1].max()), got[:, 2]
         load = per_cell * cells
         imbalance = float(load.max() / max(load.mean(), 1e-300))
         saving = wall * (1.0 - 1.0 / imbalance) * max(n_target - step, 0)
-        # every rank decides on the same numbers (the slowest rank's set-up)
-        self.first_cost = float(got[:, 3].max())
+        # every rank decides on the same numbers: rank 0's mesh and parts, then the slowest
+        # rank's solver
+        self.first_cost = float(got[0, 3] + got[:, 4].max())
         cost = self.migration_s if self.migration_s is not None else self.first_cost
         self.checks.append({"step": step, "imbalance": imbalance, "saving_s": saving,
                             "cost_s": cost})

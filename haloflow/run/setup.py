@@ -31,7 +31,10 @@ class Run:
     posts: list  # the enabled post-processors, in registry order
     rss_base: int  # bytes resident before the mesh was built (memory.rss_bytes)
     retired: list = field(default_factory=list)  # exchangers a rebalance replaced: counters
-    remake_s: float = 0.0  # set-up seconds on what a migration redoes (mesh, parts, solver)
+    # set-up seconds on what a migration redoes, less loading kernels (it finds them loaded):
+    # the global mesh and its parts (rank 0's count: the others wait for it), the solver
+    remake_mesh_s: float = 0.0
+    remake_solver_s: float = 0.0
     wait_policy: str | None = None  # the threads' OpenMP wait policy (set_threads)
 
     @property
@@ -223,6 +226,37 @@ def emulate(case, comm, lmesh, log) -> None:
             f"communication point)")
 
 
+def sync(comm) -> None:
+    """Collective: a barrier, which a slow core's emulation sees as the set-up's others."""
+    from ..parallel import emulation
+
+    emulation.settle()
+    comm.Barrier()
+    emulation.resume()
+
+
+class KernelLoading:
+    """Seconds numba spends loading (or compiling) kernels while this context is open: a
+    process's first call of each kernel.  The set-up pays it; a migration, which redoes
+    the set-up on new parts, finds every kernel loaded and does not."""
+
+    def __enter__(self):
+        from numba.core import event
+
+        self._timer = event.TimingListener()
+        event.register("numba:compiler_lock", self._timer)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from numba.core import event
+
+        event.unregister("numba:compiler_lock", self._timer)
+
+    @property
+    def seconds(self) -> float:
+        return self._timer.duration if self._timer.done else 0.0
+
+
 def setup(case, comm, threads: int, log) -> Run:
     """Collective: everything a run steps, timed as the "setup" phase."""
     from ..parallel.reduce import Reducer
@@ -231,17 +265,18 @@ def setup(case, comm, threads: int, log) -> Run:
 
     timers = Timers()
     rss_base = rss_bytes()
-    with timers("setup"):
+    with timers("setup"), KernelLoading() as loading:
         t0 = time.perf_counter()
         lmesh = local_mesh(case, comm, log)
-        remake = time.perf_counter() - t0
+        mesh_s = time.perf_counter() - t0 - loading.seconds
         if case.parallel.emulate_network or (case.parallel.emulate_speed and comm.size > 1):
             emulate(case, comm, lmesh, log)
         red = Reducer(comm)
-        t0 = time.perf_counter()
+        sync(comm)  # the solver's seconds, not a wait for another rank's set-up before it
+        t0, loaded = time.perf_counter(), loading.seconds
         ex, solver, posts = solver_on(case, lmesh, comm, red, timers)
-        remake += time.perf_counter() - t0
+        solver_s = time.perf_counter() - t0 - (loading.seconds - loaded)
         # serial kernels unless they pay; bound once every kernel module is imported
         threaded = use_threads(threads, lmesh.n_owned)
     return Run(case, comm, threads, threaded, lmesh, ex, red, solver, timers, posts, rss_base,
-               remake_s=remake)
+               remake_mesh_s=max(mesh_s, 0.0), remake_solver_s=max(solver_s, 0.0))

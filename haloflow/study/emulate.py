@@ -19,7 +19,8 @@ allreduce timers and, in total, in ``added_s``.
 A slower core (``[parallel] emulate_speed``) is emulated by the same hooks: at every
 communication point (before a message is posted or waited for, a collective, and the start
 and end of every timed phase) a rank of speed ``s`` busy-waits ``(1/s - 1)`` times the
-seconds it computed since its last such point returned.  Its messages then leave, and its
+seconds it computed since its last such point returned (numba loading a kernel is not
+computing: ``parallel.emulation.KernelLoading``).  Its messages then leave, and its
 phases end, when a core of that speed would have got there, and a smaller part makes it
 proportionally faster (a CPU quota or a SIGSTOP companion stalls its neighbours at any
 synchronisation falling in a stopped window, whatever its part's size).
@@ -126,6 +127,10 @@ class Emulation:
                     pass
                 s[SLOWED] += d
             s[LAST] = _now()
+
+    def skip(self, seconds: float) -> None:
+        """The last ``seconds`` were not computing (numba loading a kernel): not slowed."""
+        self.state[LAST] += seconds
 
     def resume(self) -> None:
         """A communication call returned: the rank computes again."""

@@ -114,3 +114,32 @@ def test_a_slow_core_waits_its_compute_again_at_each_point():
     finally:
         emulation.ACTIVE = None
     assert 0.039 < timers.phases["fluxes"].seconds < 0.08
+
+
+def test_a_slow_core_is_not_slowed_while_numba_loads_a_kernel():
+    """Loading or compiling a kernel is a process's one-off, which a migration does not
+    repeat: the emulated slow core leaves it out, or the set-up that prices the first
+    migration would look several times that migration's cost."""
+    import numba as nb
+    from mpi4py import MPI
+
+    from haloflow.parallel import emulation
+    from haloflow.study.emulate import SLOWED
+
+    em = emulation.install(MPI.COMM_SELF, None, [0], speed=0.5)
+    try:
+        t0 = perf_counter()
+
+        @nb.njit  # a new function: numba compiles it now (tens of ms)
+        def fresh(x):
+            return x * 2.0 + 1.0
+
+        assert fresh(1.0) == 3.0
+        compiling = perf_counter() - t0
+        _busy(0.02)
+        em.settle()
+        # the 20 ms of compute again, not the compilation's seconds
+        assert compiling > 0.02 and 0.019 < em.state[SLOWED] < 0.02 + 0.5 * compiling
+    finally:
+        emulation.uninstall()
+    assert emulation.LOADING.em is None
