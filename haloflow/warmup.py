@@ -71,10 +71,11 @@ def warm(cases: list[int] | None = None, halo_kernels: bool = True) -> None:
 
     from .case import load_case
     from .parallel import halo
-    from .run import run_case
+    from .run import balance, run_case
 
     if halo_kernels:
         halo.warm()
+        balance.warm()
     for i in range(len(CASES)) if cases is None else cases:
         name, overrides = CASES[i]
         case = load_case(name, overrides + ["output.plots=false", "output.fields=false"])

@@ -3,7 +3,8 @@
 A rank on a slow or shared node makes every other rank wait at each exchange.  Cell counts
 cannot see that; time can.  After every step each rank notes the seconds its pure compute
 phase took ("fluxes": its face loops, no message and no wait inside) per owned cell, and
-every ``balance_every`` steps the ranks compare the medians of their last three windows'
+every ``balance_every`` steps (the first time after three) the ranks compare the medians of
+their last three windows'
 steps (a step the machine's other jobs slowed moves a median little; the windows span
 migrations, as a rank's speed does not depend on its part): a rank's load is that cost per
 cell times its cells.  The step after the run's start and after each migration is left out
@@ -30,12 +31,15 @@ import itertools
 import statistics
 import time
 
+import numba as nb
 import numpy as np
 
 # the phase with no message and no wait in it (measured: "assemble" holds some exchanges'
 # waits, so a fast rank's assemble time grows with a slow neighbour): a clean cost per cell
 COMPUTE = ("fluxes",)
 WINDOWS = 3  # the median runs over the last this many windows' steps
+FIRST = 3  # measured steps before the run's first decision (at most ``balance_every``): a
+# slow rank costs every step until then, and a median of three outvotes one noisy step
 ORDERS_UP_TO = 4  # METIS asked with the weights in every order up to this many ranks
 CUT_SLACK = 1.5  # the old borders, moved, unless they then cut this many times the faces
 
@@ -92,7 +96,8 @@ class Balancer:
             self.wall.append(now[1] - self._prev[1])
             self.seen += 1
         self._prev = now
-        if self.seen == 0 or self.seen % self.every:
+        first = not self.events and self.seen == min(FIRST, self.every)
+        if self.seen == 0 or (self.seen % self.every and not first):
             return False
         keep = WINDOWS * self.every
         self.cost, self.wall = self.cost[-keep:], self.wall[-keep:]
@@ -163,7 +168,7 @@ def new_parts(case, comm, fractions, old_ids: np.ndarray) -> tuple:
         old[ids] = r
     fr = np.asarray(fractions, dtype=float)
     src = np.repeat(np.arange(mesh.n_cells), np.diff(xadj))
-    shifted = _shift(src, adjncy, old, fr)
+    shifted = _shift(xadj, adjncy, old, fr)
     if shifted is not None and _cut(src, adjncy, shifted) <= CUT_SLACK * _cut(src, adjncy, old):
         return mesh, shifted, int(np.count_nonzero(shifted != old))
     groups = _equal_groups(fr)
@@ -181,32 +186,66 @@ def _cut(src, dst, parts) -> int:
     return int(np.count_nonzero(parts[src] != parts[dst]))
 
 
-def _shift(src, dst, old: np.ndarray, fr: np.ndarray) -> np.ndarray | None:
+def _shift(xadj, adjncy, old: np.ndarray, fr: np.ndarray) -> np.ndarray | None:
     """The old parts with their borders moved toward the weights ``fr``: the rank most over
     its weight gives its cells next to its most under-weight neighbour rank, a layer at a
     time (part of one where less is due).  None where a rank over its weight has no
     neighbour under it (METIS's cut then)."""
     k, n = len(fr), len(old)
-    parts = old.copy()
+    parts = old.astype(np.int64)
     count = np.bincount(parts, minlength=k).astype(float)
     target = fr / fr.sum() * n
     tol = max(1.0, 0.005 * n / k)
+    ok = _shift_layers(np.asarray(xadj, dtype=np.int64), np.asarray(adjncy, dtype=np.int64),
+                       parts, count, target, tol)
+    return parts if ok else None
+
+
+def warm() -> None:
+    """Compile ``_shift_layers`` into the cache (warm-up runs one rank: none migrates)."""
+    _shift(np.array([0, 1, 2]), np.array([1, 0]), np.array([0, 0]), np.array([1.0, 1.0]))
+
+
+@nb.njit(cache=True)
+def _shift_layers(xadj, adjncy, parts, count, target, tol):
+    """``_shift``'s layers in place; False where a rank over its weight has no neighbour
+    under it.  Each layer: the rank ``r`` most over, its neighbour rank ``q`` most under
+    (the first met, cells and their neighbours in order), and of ``r``'s cells next to
+    ``q`` the lowest-numbered, as many as ``r`` and ``q`` allow (at least one)."""
+    n, k = len(parts), len(count)
+    over = np.empty(k)
+    cells = np.empty(n, dtype=np.int64)
     for _ in range(n):
-        over = count - target
-        r = int(np.argmax(over))
+        r = 0
+        for i in range(k):
+            over[i] = count[i] - target[i]
+            if over[i] > over[r]:
+                r = i
         if over[r] <= tol:
-            return parts
-        edge = (parts[src] == r) & (over[parts[dst]] < 0)
-        if not edge.any():
-            return None
-        qs = parts[dst[edge]]
-        q = int(qs[np.argmin(over[qs])])
-        cells = np.unique(src[edge & (parts[dst] == q)])
-        take = cells[: max(1, int(min(len(cells), over[r], -over[q])))]
-        parts[take] = q
-        count[r] -= len(take)
-        count[q] += len(take)
-    return parts
+            return True
+        q = -1
+        for c in range(n):
+            if parts[c] == r:
+                for e in range(xadj[c], xadj[c + 1]):
+                    p = parts[adjncy[e]]
+                    if over[p] < 0.0 and (q < 0 or over[p] < over[q]):
+                        q = p
+        if q < 0:
+            return False
+        m = 0
+        for c in range(n):
+            if parts[c] == r:
+                for e in range(xadj[c], xadj[c + 1]):
+                    if parts[adjncy[e]] == q:
+                        cells[m] = c
+                        m += 1
+                        break
+        take = max(1, int(min(float(m), over[r], -over[q])))
+        for t in range(take):
+            parts[cells[t]] = q
+        count[r] -= take
+        count[q] += take
+    return True
 
 
 def _equal_groups(fr: np.ndarray) -> list:
