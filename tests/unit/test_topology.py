@@ -59,6 +59,9 @@ def test_part_graph_and_halo_split():
     w = topo.part_graph(xadj, adj, parts, 3)
     assert w.tolist() == [[0, 1, 0], [1, 0, 1], [0, 1, 0]]
     assert topo.cross_node_faces(xadj, adj, parts, [0, 0, 1]) == 1
+    # cell 1 goes to rank 1 and cell 2 comes to rank 0 (same node); cell 3 to rank 1
+    assert topo.cross_node_halo_cells(xadj, adj, parts, [0, 0, 1]) == 2
+    assert topo.cross_node_halo_cells(xadj, adj, parts, [0, 1, 1]) == 2
 
     class L:  # a rank with two neighbours, one on another node
         rank, neighbours, send_ptr = 0, np.array([1, 2]), np.array([0, 3, 8])
@@ -101,3 +104,23 @@ def test_rebalanced_parts_follow_the_speeds_and_keep_cells_in_place():
         _, parts, moved = new_parts(case, comm, np.array(fr), ids)
         assert np.allclose(np.bincount(parts, minlength=2) / n, fr, atol=0.03)
         assert moved == np.count_nonzero(parts != old) and moved < 0.25 * n, moved
+
+
+def test_halo_cells_crossing_nodes_are_what_the_ranks_send():
+    """The count from the partition equals the ghosts the LocalMeshes' send lists put on
+    other nodes (``halo_split``), on a slanted cut where cells have several cut faces."""
+    from haloflow.mesh.blocks import box
+    from haloflow.parallel.local import build_local
+
+    mesh = box((6, 5, 4))
+    xadj, adj = cell_adjacency(mesh)
+    c = mesh.geom().cell_centres if callable(getattr(mesh, "geom", None)) else \
+        mesh.geometry.cell_centres
+    slant = c.sum(axis=1)
+    parts = np.where(slant < np.median(slant), 0, 1) * 2 + (c[:, 0] > 0.5)
+    nodes = [0, 0, 1, 1]
+    sent = sum(topo.halo_split(build_local(mesh, parts, r), nodes)["halo_cells_other_nodes"]
+               for r in range(4))
+    got = topo.cross_node_halo_cells(xadj, adj, parts, nodes)
+    assert got == sent
+    assert got < 2 * topo.cross_node_faces(xadj, adj, parts, nodes)
