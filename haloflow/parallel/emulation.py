@@ -14,7 +14,6 @@ from __future__ import annotations
 from time import perf_counter
 
 import numpy as np
-from numba.core import event as numba_event
 
 ACTIVE = None  # the run's study.emulate.Emulation, or None
 SIZES = [8 * 8 ** k for k in range(7)]  # 8 B .. 2 MiB: the local curve's sizes
@@ -95,8 +94,7 @@ def install(comm, spec: str | None, nodes, speed: float = 1.0) -> object:
 
         mpicall.wrap(wrappers(real, em, mpicall.handle(comm)))
     if speed < 1.0:
-        LOADING.em = em
-        numba_event.register("numba:compiler_lock", LOADING)
+        _listen_to_loading(em)
     em.resume()  # a slow core's computing counts from here, not from making the wrappers
     ACTIVE = em
     return em
@@ -108,33 +106,46 @@ def uninstall() -> None:
     from . import mpicall
 
     mpicall.wrap(None)
-    if LOADING.em is not None:
-        numba_event.unregister("numba:compiler_lock", LOADING)
-        LOADING.em = None
+    _listen_to_loading(None)
     ACTIVE = None
 
 
-class KernelLoading(numba_event.Listener):
+LOADING = None  # the kernel-loading listener of a slow core's emulation, while installed
+
+
+def _listen_to_loading(em) -> None:
     """A slow core's emulation slows the run's computing, not numba loading its kernels: a
     process loads each kernel once, on its first call, and a migration that redoes the
     set-up on new parts finds them loaded.  Slowed, the loading would make the set-up,
-    which prices the first migration, look several times the migration's cost."""
+    which prices the first migration, look several times the migration's cost.  So while
+    ``em`` is installed, the seconds numba holds its compiler lock (loading or compiling)
+    are skipped by its clock; ``em`` None: no longer (numba is imported here only, as a
+    case file's check needs none)."""
+    global LOADING
+    from numba.core import event
 
-    def __init__(self):
-        self.em, self._depth, self._t0 = None, 0, 0.0
+    if LOADING is not None:
+        event.unregister("numba:compiler_lock", LOADING)
+        LOADING = None
+    if em is None:
+        return
 
-    def on_start(self, event) -> None:
-        if self._depth == 0:
-            self._t0 = perf_counter()
-        self._depth += 1
+    class KernelLoading(event.Listener):
+        def __init__(self):
+            self.depth, self.t0 = 0, 0.0
 
-    def on_end(self, event) -> None:
-        self._depth -= 1
-        if self._depth == 0 and self.em is not None:
-            self.em.skip(perf_counter() - self._t0)
+        def on_start(self, event) -> None:
+            if self.depth == 0:
+                self.t0 = perf_counter()
+            self.depth += 1
 
+        def on_end(self, event) -> None:
+            self.depth -= 1
+            if self.depth == 0:
+                em.skip(perf_counter() - self.t0)
 
-LOADING = KernelLoading()
+    LOADING = KernelLoading()
+    event.register("numba:compiler_lock", LOADING)
 
 
 def settle() -> None:

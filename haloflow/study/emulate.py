@@ -20,7 +20,7 @@ A slower core (``[parallel] emulate_speed``) is emulated by the same hooks: at e
 communication point (before a message is posted or waited for, a collective, and the start
 and end of every timed phase) a rank of speed ``s`` busy-waits ``(1/s - 1)`` times the
 seconds it computed since its last such point returned (numba loading a kernel is not
-computing: ``parallel.emulation.KernelLoading``).  Its messages then leave, and its
+computing: ``parallel/emulation.py``).  Its messages then leave, and its
 phases end, when a core of that speed would have got there, and a smaller part makes it
 proportionally faster (a CPU quota or a SIGSTOP companion stalls its neighbours at any
 synchronisation falling in a stopped window, whatever its part's size).

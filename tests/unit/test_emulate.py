@@ -142,4 +142,4 @@ def test_a_slow_core_is_not_slowed_while_numba_loads_a_kernel():
         assert compiling > 0.02 and 0.019 < em.state[SLOWED] < 0.02 + 0.5 * compiling
     finally:
         emulation.uninstall()
-    assert emulation.LOADING.em is None
+    assert emulation.LOADING is None
