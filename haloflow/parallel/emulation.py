@@ -130,7 +130,7 @@ def _listen_to_loading(em) -> None:
     if em is None:
         return
 
-    class KernelLoading(event.Listener):
+    class LoadingSkipped(event.Listener):
         def __init__(self):
             self.depth, self.t0 = 0, 0.0
 
@@ -144,7 +144,7 @@ def _listen_to_loading(em) -> None:
             if self.depth == 0:
                 em.skip(perf_counter() - self.t0)
 
-    LOADING = KernelLoading()
+    LOADING = LoadingSkipped()
     event.register("numba:compiler_lock", LOADING)
 
 

@@ -4,12 +4,11 @@ A rank on a slow or shared node makes every other rank wait at each exchange.  C
 cannot see that; time can.  After every step each rank notes the seconds its pure compute
 phase took ("fluxes": its face loops, no message and no wait inside) per owned cell, and
 every ``balance_every`` steps (the first time after three) the ranks compare the medians of
-their last three windows'
-steps (a step the machine's other jobs slowed moves a median little; the windows span
-migrations, as a rank's speed does not depend on its part): a rank's load is that cost per
-cell times its cells.  The step after the run's start and after each migration is left out
-(loading compiled kernels, new plans).  When the largest load
-exceeds the mean by more than ``max_imbalance`` and the time the remaining steps would save
+their last three windows' steps (a step the machine's other jobs slowed moves a median
+little; the windows span migrations, as a rank's speed does not depend on its part): a
+rank's load is that cost per cell times its cells.  The step after the run's start and
+after each migration is left out (loading compiled kernels, new plans).  When the largest
+load exceeds the mean by more than ``max_imbalance`` and the time the remaining steps would save
 exceeds what the last migration cost (before the first: the set-up's seconds on what a
 migration redoes, the mesh, its parts and the solver, less numba's loading of kernels, which
 a migration finds done; after one, two checks in a row must say so), the mesh is cut
