@@ -3,12 +3,12 @@
 A rank on a slow or shared node makes every other rank wait at each exchange.  Cell counts
 cannot see that; time can.  After every step each rank notes the seconds its pure compute
 phase took ("fluxes": its face loops, no message and no wait inside) per owned cell, and
-every ``balance_every`` steps (the first time after three) the ranks compare the medians of
-their last three windows' steps (a step the machine's other jobs slowed moves a median
-little; the windows span migrations, as a rank's speed does not depend on its part): a
-rank's load is that cost per cell times its cells.  The step after the run's start and
-after each migration is left out (loading compiled kernels, new plans).  When the largest
-load exceeds the mean by more than ``max_imbalance`` and the time the remaining steps would save
+every ``balance_every`` steps the ranks compare the medians of their last three windows'
+steps (a step the machine's other jobs slowed moves a median little; the windows span
+migrations, as a rank's speed does not depend on its part): a rank's load is that cost per
+cell times its cells.  The step after the run's start and after each migration is left out
+(loading compiled kernels, new plans).  When the largest load exceeds the mean by more than
+``max_imbalance`` and the time the remaining steps would save
 exceeds what the last migration cost (before the first: the set-up's seconds on what a
 migration redoes, the mesh, its parts and the solver, less numba's loading of kernels, which
 a migration finds done; after one, two checks in a row must say so), the mesh is cut
@@ -37,8 +37,6 @@ import numpy as np
 # waits, so a fast rank's assemble time grows with a slow neighbour): a clean cost per cell
 COMPUTE = ("fluxes",)
 WINDOWS = 3  # the median runs over the last this many windows' steps
-FIRST = 3  # measured steps before the run's first decision (at most ``balance_every``): a
-# slow rank costs every step until then, and a median of three outvotes one noisy step
 ORDERS_UP_TO = 4  # METIS asked with the weights in every order up to this many ranks
 CUT_SLACK = 1.5  # the old borders, moved, unless they then cut this many times the faces
 
@@ -95,8 +93,7 @@ class Balancer:
             self.wall.append(now[1] - self._prev[1])
             self.seen += 1
         self._prev = now
-        first = not self.events and self.seen == min(FIRST, self.every)
-        if self.seen == 0 or (self.seen % self.every and not first):
+        if self.seen == 0 or self.seen % self.every:
             return False
         keep = WINDOWS * self.every
         self.cost, self.wall = self.cost[-keep:], self.wall[-keep:]
