@@ -5,7 +5,8 @@ placement, by the two-level split (``placement = "nodes"``) and by the permutati
 METIS parts (``"permute"``); for each, the faces and the halo cells that cross nodes (the
 ghosts a run sends over the network per field exchanged: bytes over 8 per field), counted
 from the partitions (``parallel/topology.py``).  For two nodes it also counts the halo
-cells of the body-diagonal half split (``x + y + z`` below its median on one node): on a
+cells of the body-diagonal half split (``x + y + z`` below its median on one node), per
+node as if each node were one rank, a floor for any ranks inside the halves: on a
 grid the sets of least vertex boundary for their size are corner simplices (Bollobás and
 Leader's vertex-isoperimetric inequality in the grid), so no cut into two equal node halves
 sends much fewer ghosts than that one, whatever its faces.
