@@ -10,7 +10,7 @@ import numpy as np
 
 from ..mesh.core import Mesh, cell_adjacency
 
-METHODS = ("metis", "rcb", "simple")
+METHODS = ("metis", "rcb", "rcb-planes", "simple")
 
 
 def decompose(mesh: Mesh, nparts: int, method: str = "metis", weights=None) -> np.ndarray:
@@ -24,8 +24,8 @@ def decompose(mesh: Mesh, nparts: int, method: str = "metis", weights=None) -> n
     w = np.ones(mesh.n_cells) if weights is None else np.asarray(weights, dtype=float)
     if method == "metis":
         parts = _metis(mesh, nparts, w)
-    elif method == "rcb":
-        parts = rcb(mesh.geom().cell_centres, w, nparts)
+    elif method in ("rcb", "rcb-planes"):
+        parts = rcb(mesh.geom().cell_centres, w, nparts, planes=method == "rcb-planes")
     elif method == "simple":
         parts = _slabs(mesh.geom().cell_centres, w, nparts)
     else:
@@ -59,8 +59,17 @@ def _split_sorted(order: np.ndarray, w: np.ndarray, fractions: np.ndarray) -> li
     return np.split(order, cuts)
 
 
-def rcb(centres: np.ndarray, w: np.ndarray, nparts: int) -> np.ndarray:
-    """Recursive coordinate bisection: cut the longest extent, weights split in proportion."""
+def rcb(centres: np.ndarray, w: np.ndarray, nparts: int, planes: bool = False) -> np.ndarray:
+    """Recursive coordinate bisection: cut the longest extent, weights split in proportion.
+
+    ``planes``: cut only between planes of cell centres where the mesh has them (a
+    structured block), at the plane boundary nearest the weight split.  An exact split
+    cuts through a plane wherever a part's share is not a whole number of planes, and
+    sub-domains then cut it at different places: the cuts form staircases and a part
+    touches up to 3x the neighbours (62³ into 512 parts: up to 18 instead of 6, so 3x the
+    messages of every exchange) for parts at most a plane's worth larger (10 % there).
+    Where no two centres share a coordinate, every index is a plane boundary: the same
+    cuts as the exact split, to a cell."""
     parts = np.empty(len(centres), dtype=np.int64)
 
     def split(idx, first, k):
@@ -73,12 +82,27 @@ def rcb(centres: np.ndarray, w: np.ndarray, nparts: int) -> np.ndarray:
         k0 = k // 2
         cw = np.cumsum(w[order])
         cut = int(np.searchsorted(cw, cw[-1] * k0 / k, side="right"))
-        cut = min(max(cut, k0), len(order) - (k - k0))  # room for one cell per part
+        lo, hi = k0, len(order) - (k - k0)  # room for one cell per part
+        if planes:
+            cut = _plane_boundary(centres[order, axis], cw, cw[-1] * k0 / k, lo, hi, cut)
+        cut = min(max(cut, lo), hi)
         split(order[:cut], first, k0)
         split(order[cut:], first + k0, k - k0)
 
     split(np.arange(len(centres)), 0, nparts)
     return parts
+
+
+def _plane_boundary(x, cw, target: float, lo: int, hi: int, cut: int) -> int:
+    """Of the indices in ``[lo, hi]`` where the sorted coordinates ``x`` step to the next
+    plane, the one whose weight before it is nearest ``target`` (``cw``: the cumulative
+    weights); ``cut`` where there is none."""
+    tol = 1e-9 * max(float(x[-1] - x[0]), 1e-300)
+    steps = np.flatnonzero(np.diff(x) > tol) + 1
+    steps = steps[(steps >= lo) & (steps <= hi)]
+    if len(steps) == 0:
+        return cut
+    return int(steps[np.argmin(np.abs(cw[steps - 1] - target))])
 
 
 def _slabs(centres: np.ndarray, w: np.ndarray, nparts: int) -> np.ndarray:

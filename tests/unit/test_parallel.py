@@ -263,7 +263,7 @@ def test_decompose_rejects_bad_arguments():
         decompose(m, 2, "scotch")
 
 
-@pytest.mark.parametrize("method", ["rcb", "metis", "simple"])
+@pytest.mark.parametrize("method", ["rcb", "rcb-planes", "metis", "simple"])
 def test_heavy_cell_leaves_no_rank_empty(method):
     """Even with one dominant weight every rank must get at least one cell."""
     m = box((10, 1, 1))
@@ -334,3 +334,45 @@ def test_kernel_loading_is_timed_apart_from_the_set_up():
         return x + 1.0
 
     assert other(1.0) == 2.0 and loading.seconds == before
+
+
+def test_rcb_planes_cuts_a_block_into_boxes():
+    """11³ into 8: an exact split cuts through planes (11 is odd) and the sub-domains cut
+    them at different places, so some part touches more than the 3 neighbours of a corner
+    of 2 x 2 x 2 boxes; ``rcb-planes`` cuts between planes only: every part a box of whole
+    planes with 3 neighbours, each at most a plane larger per cut (6 x 6 x 6 cells)."""
+    from haloflow.mesh.core import cell_adjacency
+    from haloflow.parallel.topology import part_graph
+
+    m = box((11, 11, 11))
+    xadj, adj = cell_adjacency(m)
+    c = m.geom().cell_centres
+    ijk = np.floor(c * 11).astype(np.int64)  # the cell's plane in each direction
+    most = {}
+    for method in ("rcb", "rcb-planes"):
+        parts = decompose(m, 8, method)
+        most[method] = int((part_graph(xadj, adj, parts, 8) > 0).sum(axis=1).max())
+        counts = np.bincount(parts, minlength=8)
+        if method == "rcb":
+            assert counts.max() - counts.min() <= 1
+            continue
+        assert counts.max() <= 6 * 6 * 6
+        for p in range(8):
+            span = np.ptp(ijk[parts == p], axis=0) + 1
+            assert counts[p] == np.prod(span), (p, span)  # a whole box
+    assert most["rcb-planes"] == 3 < most["rcb"], most
+
+
+def test_rcb_planes_is_rcb_where_no_centres_share_a_plane():
+    """Scattered centres (no two share a coordinate): every index is a plane boundary, so
+    the cuts are the exact split's, to a cell."""
+    from haloflow.parallel.decompose import rcb
+
+    rng = np.random.default_rng(5)
+    c = rng.uniform(0.0, 1.0, (4000, 3))
+    w = np.ones(len(c))
+    for k in (2, 5, 8):
+        a, b = rcb(c, w, k), rcb(c, w, k, planes=True)
+        assert np.count_nonzero(a != b) <= 2 * k
+        counts = np.bincount(b, minlength=k)
+        assert counts.max() - counts.min() <= 2 * k
