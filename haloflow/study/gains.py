@@ -12,6 +12,10 @@ curve:
   on different nodes as often as not.  The two-level decomposition (``[parallel]
   placement = "nodes"``: one piece per node, then its ranks) is priced on the same mesh;
   only the messages between nodes cross the network.
+- **decomposition**: on a structured block whose planes of cells do not divide evenly into
+  the parts, RCB's exact cuts run through planes and form staircases, so parts touch more
+  neighbours and every exchange sends more messages; ``rcb-planes`` (cuts between planes,
+  parts up to a plane larger) is priced on the same mesh.
 - **threads**: the same cores as fewer ranks of more threads each: fewer, larger messages
   and fewer stages in every reduction, at the threads' efficiency (the profiled run's
   utilisation when it ran threads; else the value given, ideal by default, and the output
@@ -78,10 +82,24 @@ def placed_halos(mesh, method: str, hs: dict, per_node: int) -> dict:
     return out
 
 
+def planes_halos(mesh, method: str, hs: dict) -> dict:
+    """``{ranks: halo}`` of the ``rcb-planes`` decomposition at every rank count of the
+    sweep (none where the run used it: its own halos are these)."""
+    from ..parallel.decompose import decompose
+
+    if method == "rcb-planes":
+        return {}
+    ni = mesh.n_internal
+    return {p: M.halo_of_partition(mesh.owner[:ni], mesh.neighbour,
+                                   decompose(mesh, p, "rcb-planes"), p)
+            for p in sorted(hs) if 1 < p <= mesh.n_cells}
+
+
 def gains(w: M.Workload, hs: dict, placed: dict, net: M.Curve, shm: M.Curve, lay: M.Layout,
-          thread_efficiency: float) -> list[dict]:
+          thread_efficiency: float, planes: dict | None = None) -> list[dict]:
     """Per rank count of the sweep: the predicted step as it is, with balanced parts, with
-    two-level placement (where it spans nodes and the mesh is at hand) and with the same
+    two-level placement (where it spans nodes and the mesh is at hand), cut by
+    ``rcb-planes`` (``planes``: its halos, where the mesh is at hand) and with the same
     cores as ranks of other thread counts."""
     t0 = lay.threads_of(w)
     w1 = one_thread(w, thread_efficiency)
@@ -93,6 +111,10 @@ def gains(w: M.Workload, hs: dict, placed: dict, net: M.Curve, shm: M.Curve, lay
         row = {"ranks": p, "nodes": base.nodes, "threads": t0, "step_s": base.step_s,
                "balanced_step_s": M.predict(w, balanced(hs[p]), net, shm, lay).step_s,
                "cell_imbalance": float(hs[p].cells.max() / hs[p].cells.mean())}
+        if planes and p in planes:
+            row["planes_step_s"] = M.predict(w, planes[p], net, shm, lay).step_s
+            row["planes_neighbours"] = int(planes[p].neighbours.max())
+            row["neighbours"] = int(hs[p].neighbours.max())
         if p in placed:
             block, nodes = placed[p]
             per_node = lay.per_node(w)
@@ -134,9 +156,10 @@ def table(rows: list[dict], network: str, efficiency_note: str) -> list[str]:
     two-level decomposition against METIS placed in blocks, both by METIS)."""
     lines = [f"what would pay on {network} (same cores; threads: {efficiency_note})",
              f"{'ranks':>6} {'nodes':>5} {'s/step':>10} {'balanced':>9} {'placement':>9} "
-             f"{'cross-node cells':>17} {'best threads':>13}"]
+             f"{'cross-node cells':>17} {'rcb-planes':>11} {'best threads':>13}"]
     for r in rows:
         place = cross = "-"
+        planes = _pct(r["planes_step_s"], r["step_s"]) if "planes_step_s" in r else "-"
         if "placed_step_s" in r:
             place = _pct(r["placed_step_s"], r["metis_block_step_s"])
             cross = f"{r['cross_node_cells']} -> {r['placed_cross_node_cells']}"
@@ -145,5 +168,5 @@ def table(rows: list[dict], network: str, efficiency_note: str) -> list[str]:
         thr = f"{best}: {_pct(opts[best], r['step_s'])}" if opts else "-"
         lines.append(f"{r['ranks']:6d} {r['nodes']:5d} {r['step_s']:10.4g} "
                      f"{_pct(r['balanced_step_s'], r['step_s']):>9} {place:>9} {cross:>17} "
-                     f"{thr:>13}")
+                     f"{planes:>11} {thr:>13}")
     return lines
