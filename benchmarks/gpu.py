@@ -20,8 +20,14 @@ on the host (the counts do not depend on the device), copies and bytes per time 
 each variant from short ``haloflow run --staging device`` runs of the same case.
 
 Without a CUDA GPU (or with numba's simulator switched on) nothing is timed on a device: the
-script says so, records why in the JSON and exits 0.  The solver's own kernels do not run
-on the GPU yet, so there is no time per step on the device to compare.
+script says so, records why in the JSON and exits 0.
+
+Last, the pressure solve on the device (``--backend cuda``: one rank, the rest of the step
+on the host) against the same run on the CPU: the 2D cavity at ``--solve-cells``^2 (1M
+cells by default), ``--solve-steps`` steps, the two runs taking turns ``--solve-repeat``
+times; seconds per step (the first step left out) and in the pressure solve, pressure
+iterations, and the device's copies and bytes per step.  Only the pressure solve has moved
+to the device so far, so this is not yet the time per step of a run on the GPU.
 """
 
 from __future__ import annotations
@@ -120,6 +126,36 @@ def per_step(a, work: Path) -> list[dict]:
         rows.append({"strategy": name, "seed004": SEED[name], "ranks": a.step_ranks,
                      "cells": a.step_cells ** 3, "steps": n,
                      **{f"{k}_per_step": v / n for k, v in tot.items()}})
+    return rows
+
+
+def pressure_solve(a, work: Path) -> list[dict]:
+    """The cavity's pressure solve on the device against the CPU, 1 rank, runs taking turns."""
+    rows = []
+    n = a.solve_cells
+    for rep in range(a.solve_repeat):
+        for backend in ("cpu", "cuda"):
+            out = work / f"solve-{backend}-{rep}"
+            cmd = [sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out),
+                   "--backend", backend, "--steps", str(a.solve_steps), "--quiet",
+                   "--set", f"mesh.cells=[{n},{n},1]", "--set", "output.fields=false",
+                   "--set", "output.plots=false", "--set", "postprocess.cavity=false"]
+            print(f"  {' '.join(cmd[2:])}", flush=True)
+            res = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=REPO)
+            if res.returncode != 0:
+                rows.append({"backend": backend, "repeat": rep,
+                             "error": (res.stderr.strip() or "?").splitlines()[-1]})
+                continue
+            s = json.loads((out / "summary.json").read_text())
+            prof = json.loads((out / "profile.json").read_text())
+            steps = max(prof["steps"], 1)
+            dev = prof.get("device", {})
+            rows.append({"backend": backend, "repeat": rep, "cells": n * n,
+                         "s_per_step": prof["s_per_step"],
+                         "solve_p_s_per_step": prof["phases"]["solve_p"]["mean"] / steps,
+                         "p_iters_mean": s["p_iters_mean"],
+                         **{f"{k}_per_step": v / s["steps"] for k, v in dev.items()
+                            if isinstance(v, int)}})
     return rows
 
 
@@ -230,6 +266,10 @@ def main() -> int:
     p.add_argument("--step-cells", type=int, default=32, help="mesh of the per-step runs")
     p.add_argument("--step-ranks", type=int, default=2)
     p.add_argument("--no-per-step", action="store_true")
+    p.add_argument("--solve-cells", type=int, default=1024,
+                   help="the pressure solve's 2D cavity: cells per direction (default 1024)")
+    p.add_argument("--solve-steps", type=int, default=6)
+    p.add_argument("--solve-repeat", type=int, default=2)
     p.add_argument("--label", default="", help="a note for the title and JSON (e.g. MPS on)")
     p.add_argument("--mpiexec")
     p.add_argument("--simulator", action="store_true",
@@ -262,6 +302,11 @@ def main() -> int:
                     res["results"].append({"ranks": ranks, "label": f"cuda/{staging}",
                                            "data": d, "host_rows": host.get("rows", [])})
             print(_table(res["results"]))
+            res["pressure_solve"] = pressure_solve(a, work)
+            for r in res["pressure_solve"]:
+                print(f"  {r['backend']:<5} " + (f"not run: {r['error']}" if "error" in r else
+                      f"{r['s_per_step']:.4f} s/step, solve_p {r['solve_p_s_per_step']:.4f}, "
+                      f"{r['p_iters_mean']:.1f} p iterations"))
         if not a.no_per_step:
             res["per_step"] = per_step(a, work)
             print(f"\nper time step (cavity {a.step_cells}^3, {a.step_ranks} ranks, device "

@@ -280,6 +280,7 @@ _SECTIONS = ("mesh", "initial", "physics", "boundary", "solver", "parallel", "ou
 def _schema() -> dict[str, Any]:
     """Keys, kinds and defaults of every section.  The names of halo strategies, solver
     algorithms and post-processors come from their registries, read on first use."""
+    from .backends import BACKENDS
     from .linalg.methods import PRESSURE_METHODS
     from .parallel.halo import STAGING, STRATEGIES
     from .physics import SOLVERS
@@ -319,6 +320,9 @@ def _schema() -> dict[str, Any]:
                                  None),
             "max_steps": _Key(_integer(0, 10**12), 0),
             "algorithm": _Key(_choice(*SOLVERS), "piso"),
+            # where the pressure solve runs: "cuda" (a GPU, or numba's CUDA simulator) so far
+            # solves the pressure equation there, on one rank; everything else stays on the host
+            "backend": _Key(_choice(*BACKENDS), "cpu"),
             "gradient": _Key(_choice("gauss", "least-squares"), "gauss"),
             "laplacian": _Key(_choice("corrected", "uncorrected"), "corrected"),
             "n_nonorth_correctors": _Key(_integer(0, 100), 0),

@@ -47,6 +47,7 @@ COMMANDS = {
 
 
 def _run_parser(sub) -> None:
+    from .backends import BACKENDS
     from .case import builtin_cases
     from .parallel.halo import STAGING
 
@@ -74,6 +75,10 @@ def _run_parser(sub) -> None:
                    help="fields in host or (emulated) device memory, host<->device copies "
                         "counted; device-aware: MPI reads the device buffers, no copy "
                         "(same as --set parallel.staging=...)")
+    p.add_argument("--backend", choices=BACKENDS,
+                   help="where the pressure solve runs: cpu, or cuda (an NVIDIA GPU; numba's "
+                        "CUDA simulator with NUMBA_ENABLE_CUDASIM=1), one rank so far "
+                        "(same as --set solver.backend=...)")
     p.add_argument("--emulate-network", metavar="NAME|FILE.out",
                    help="make messages between nodes as slow as this network (a preset of "
                         "`haloflow predict` or a NetPIPE .out file); [parallel] ranks_per_node "
@@ -118,6 +123,8 @@ def cmd_run(args) -> int:
             overrides.append(f"solver.max_steps={args.steps}")
         overrides += [f"parallel.{k}={v}" for k, v in (("halo", args.halo),
                                                        ("staging", args.staging)) if v]
+        if args.backend:
+            overrides.append(f"solver.backend={args.backend}")
         if args.emulate_network:
             overrides.append(f"parallel.emulate_network={json.dumps(args.emulate_network)}")
         restart = None

@@ -28,6 +28,10 @@ warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely")
 
 THREADS = 256  # threads per block of the pack and unpack kernels on a GPU
 SIM_THREADS = 16  # ... in the simulator, which runs each thread as a Python thread
+# blocks of a reduction kernel, each thread a grid-stride share of the rows ending in one
+# atomic add per scalar: enough threads to stream a vector, few enough atomics on one address
+REDUCTION_BLOCKS = 128
+SIM_REDUCTION_BLOCKS = 2
 
 
 @cuda.jit
@@ -80,6 +84,14 @@ class CudaBackend:
         self.threads = SIM_THREADS if self.simulated else THREADS
         self._tables: dict = {}  # id(host index array) -> (the array, its device tables)
 
+    def sparse(self):
+        """A launcher of the sparse kernels (:mod:`.cuda_sparse`) counting its own
+        read-backs."""
+        from .cuda_sparse import CudaSparse
+
+        return CudaSparse(self.threads, SIM_REDUCTION_BLOCKS if self.simulated
+                          else REDUCTION_BLOCKS)
+
     def describe(self) -> str:
         if self.simulated:
             return "cuda (numba's CUDA simulator: no GPU, host memory)"
@@ -98,6 +110,10 @@ class CudaBackend:
 
     def to_device(self, a):
         return self.cuda.to_device(np.ascontiguousarray(a, dtype=np.float64))
+
+    def put(self, a):
+        """A device copy of host array ``a`` as it is (indices keep their integer type)."""
+        return self.cuda.to_device(np.ascontiguousarray(a))
 
     def to_host(self, a) -> np.ndarray:
         return a.copy_to_host()

@@ -98,7 +98,7 @@ class PisoSolver:
         self.pressure = Pressure(self.p, self.grad, self.phi, *common, pattern, exchanger, red,
                                  ws, scratch, timers, nonorth=self.nonorth,
                                  n_nonorth=int(s.n_nonorth_correctors), singular=singular,
-                                 settings=s.pressure, halo=halo)
+                                 settings=s.pressure, halo=halo, backend=s.backend)
         self.energy = None  # temperature and buoyancy (physics.model = "boussinesq")
         if physics.model == "boussinesq":
             from .energy import Energy

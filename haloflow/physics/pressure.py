@@ -337,6 +337,27 @@ def correct_velocity(U, HbyA, rAU, grad, comps, n, work) -> None:
         np.subtract(HbyA[d, :n], work[:n], out=U[d, :n])
 
 
+def _device(backend: str, method: str, red):
+    """The device backend the pressure solve runs on, or None for the host's; a run it cannot
+    serve yet is told why in one line, at set-up."""
+    if backend == "cpu":
+        return None
+    from .. import backends
+    from ..mpiutil import UserError
+
+    so_far = f"solver.backend = {backend!r}"
+    if method != "amg-cg":
+        raise UserError(f"{so_far} solves the pressure by amg-cg only so far "
+                        f"(solver.pressure.method = {method!r})")
+    if red.parallel:
+        raise UserError(f"{so_far} runs on one rank only so far (this run has "
+                        f"{red.comm.size})")
+    try:
+        return backends.make(backend)
+    except backends.BackendUnavailable as e:
+        raise UserError(str(e)) from None
+
+
 class Pressure:
     """The pressure equation of ``p`` (and its gradient ``grad``) on one rank, with the
     face fluxes ``phi`` it makes conservative.
@@ -347,7 +368,7 @@ class Pressure:
 
     def __init__(self, p, grad, phi, lmesh, fc, bc, comps, gradient, pattern, exchanger, red,
                  workspace, scratch, timers, *, nonorth: bool, n_nonorth: int, singular: bool,
-                 settings, halo: str):
+                 settings, halo: str, backend: str = "cpu"):
         lm = lmesh
         nf = lm.n_faces
         self.p, self.grad, self.phi = p, grad, phi
@@ -368,6 +389,7 @@ class Pressure:
         self.amg_basis = None  # V/A of that matrix: a restart rebuilds the same hierarchy
         self._rau = None  # the V/A of the solve in progress
         self.compiled = None  # the whole AMG solve as one numba call, where available
+        self.device = _device(backend, settings.method, red)  # or the solve on a GPU
         self.phiH = np.zeros(nf)
         self.g = np.zeros(nf)
         self.phiH0 = np.zeros(nf) if nonorth else None
@@ -514,13 +536,24 @@ class Pressure:
                                              self.red)
         self._rows = self.p.reshape(1, -1), self.rhs.reshape(1, -1)  # views, made once
 
+    def device_profile(self) -> dict | None:
+        """The device solve's copies and bytes each way so far (None on the host)."""
+        if self.device is None or self.compiled is None:
+            return None
+        return self.compiled.profile()
+
     def _build_amg(self) -> None:
         # the levels' work vectors in the workspace's rows the Krylov method leaves free:
         # the momentum solver's, idle while the pressure is solved
         self.amg = AMG(self.P, self.lm, self.red, strategy=self.halo, timers=self.timers,
                        cycle=self.cfg.cycle, work=self.ws.spare(self._vectors),
                        dims=len(self.comps))
-        self.compiled = compiled_solver(self.amg, self.krylov)
+        if self.device is None:
+            self.compiled = compiled_solver(self.amg, self.krylov)
+        else:
+            from ..linalg.device_solve import DeviceSolve
+
+            self.compiled = DeviceSolve(self.amg, self.device)
 
     def state(self) -> tuple[dict, dict]:
         """For a restart: the V/A the AMG hierarchy was built from (its aggregates depend

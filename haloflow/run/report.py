@@ -54,6 +54,9 @@ def log_setup(run, outdir: Path, log) -> None:
         f"{comm.size} rank(s) x {run.threads} thread(s), halo {case.parallel.halo} "
         f"({case.parallel.staging} staging), "
         f"decomposition {case.parallel.decomposition}")
+    device = getattr(getattr(solver, "pressure", None), "device", None)
+    if device is not None:
+        log(f"  the pressure solve runs on {device.describe()}; the rest on the host")
     log(f"  cells per rank {own.min()}..{own.max()} (imbalance {own.max() / own.mean():.3f}), "
         f"ghosts {sum(c[1] for c in counts)}, neighbours per rank max "
         f"{max(c[2] for c in counts)}")
@@ -152,6 +155,8 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
     mpi_call_s = profiling.mpi_call_seconds() if root else None
     kernel_call_s = profiling.kernel_call_seconds() if root else None
     amg_info = run.amg.profile() if run.amg else None
+    pressure = getattr(solver, "pressure", None)  # the device's copies over the whole run
+    device = pressure.device_profile() if pressure is not None else None
     exchangers = run.exchangers()
     record = profiling.rank_record(run.lmesh, run.timers, exchangers, solver.red.stats,
                                    loop.seconds)
@@ -184,7 +189,8 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
                     "kernel_call_s": kernel_call_s},
         **({"balance": loop.balance} if loop.balance is not None else {}),
         **({"emulation": emulated} if emulated else {}),
-        **({"amg": amg_info} if amg_info else {})})
+        **({"amg": amg_info} if amg_info else {}),
+        **({"device": device} if device else {})})
     prof["threads"] = threads.account(prof, run.threads, run.threaded, run.wait_policy)
     profiling.write(outdir / "profile.json", prof)
     for line in profiling.table(prof):
@@ -313,6 +319,7 @@ def _summary(run, loop, arr, prof, halo_stats, wall_s: float) -> dict:
         "u_iters_mean": float(np.mean(u_it)),
         "halo": case.parallel.halo,
         "staging": case.parallel.staging,
+        "backend": case.solver.backend,
         "decomposition": case.parallel.decomposition,
         "phases_s": {k: prof["phases"][k]["per_rank"] if k in prof["phases"] else
                      [0.0] * comm.size for k in ("setup",) + SUMMARY_PHASES + ("io",)},

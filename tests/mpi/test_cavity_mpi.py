@@ -191,3 +191,15 @@ def test_node_aware_placement_on_eight_ranks_matches_serial(haloflow_mpi, tmp_pa
     assert 0 < s8["halo_cells_other_nodes"] < s8["halo_cells_same_node"]
     for k in ("U", "p"):
         assert np.abs(runs[8][1][k] - runs[1][1][k]).max() < 1e-8
+
+
+@pytest.mark.mpi
+def test_device_pressure_solve_refuses_a_parallel_run_in_one_line(haloflow_mpi, tmp_path):
+    """``--backend cuda`` solves on one rank so far: two ranks are told so at set-up, once,
+    exit 2, whether or not a GPU is there."""
+    res = haloflow_mpi(2, "run", "cavity", "-o", str(tmp_path / "r"), *QUICK, "--backend",
+                       "cuda", "--steps", "1")
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines == ["haloflow: error: solver.backend = 'cuda' runs on one rank only so far "
+                     "(this run has 2)"], res.stderr

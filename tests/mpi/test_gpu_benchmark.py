@@ -31,8 +31,13 @@ def _gpu_py(tmp_path, *args):
 @pytest.mark.mpi
 def test_gpu_benchmark_in_the_simulator(tmp_path):
     out, data = _gpu_py(tmp_path, "--simulator", "--cells", "6", "--ranks", "2", "--fields",
-                        "1,2", "--repeat", "2", "--warmup", "1", "--no-per-step")
+                        "1,2", "--repeat", "2", "--warmup", "1", "--no-per-step",
+                        "--solve-cells", "12", "--solve-steps", "2", "--solve-repeat", "1")
     assert data["gpu"] == "numba's CUDA simulator" and "floor" in data
+    solve = {r["backend"]: r for r in data["pressure_solve"]}
+    assert set(solve) == {"cpu", "cuda"} and not any("error" in r for r in solve.values())
+    assert solve["cuda"]["p_iters_mean"] == solve["cpu"]["p_iters_mean"]
+    assert solve["cuda"]["to_device_bytes_per_step"] > 0 and "to_host_per_step" not in solve["cpu"]
     got = {r["label"]: r["data"] for r in data["results"]}
     assert set(got) == {"cpu/host", "cuda/device", "cuda/device-aware"}
     assert not any("error" in d for d in got.values()), got

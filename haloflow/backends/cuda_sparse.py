@@ -1,0 +1,289 @@
+"""Sparse kernels of the ``cuda`` backend: the pressure solve's CSR products, Gauss-Seidel
+sweeps, transfers between AMG levels and the fused dot products, on device arrays.
+
+Each kernel computes what its host twin in :mod:`haloflow.linalg.amg` and
+:mod:`haloflow.linalg.krylov` computes, row by row in the same order: a product or residual
+sums a row's entries as the host does, a sweep updates its rows wavefront by wavefront
+(:mod:`haloflow.linalg.wavefronts`: the sequential sweep's values, bit for bit).  Sums over
+rows are where the two differ: a dot product's partial sums meet by atomic adds, and so do
+a restriction's contributions to an aggregate, in whatever order the threads finish, so
+results agree with the host's to round-off (and from one device run to the next, too).
+A reduction's result is read back to the host, which needs it to decide the next step: 8
+bytes a scalar, counted with every other copy by the caller.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+MAX_DOTS = 5  # scalars one fused reduction returns (the K-cycle's first step: five)
+
+
+@cuda.jit
+def _spmv(ip, ix, data, x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        s = 0.0
+        for k in range(ip[i], ip[i + 1]):
+            s += data[k] * x[ix[k]]
+        y[i] = s
+
+
+@cuda.jit
+def _residual(ip, ix, data, x, b, r, n):
+    i = cuda.grid(1)
+    if i < n:
+        s = b[i]
+        for k in range(ip[i], ip[i + 1]):
+            s -= data[k] * x[ix[k]]
+        r[i] = s
+
+
+@cuda.jit
+def _gs_wave(ip, ix, data, dinv, b, x, rows, lo, hi):
+    """``amg._gs_row`` on the rows of one wavefront."""
+    t = cuda.grid(1)
+    if t < hi - lo:
+        i = rows[lo + t]
+        s = b[i]
+        for k in range(ip[i], ip[i + 1]):
+            s -= data[k] * x[ix[k]]
+        x[i] += s * dinv[i]
+
+
+@cuda.jit
+def _gs_from_zero_wave(ip, ix, data, dp, dinv, b, x, rows, lo, hi):
+    """``amg.gs_from_zero`` on the rows of one wavefront: the lower half of each row."""
+    t = cuda.grid(1)
+    if t < hi - lo:
+        i = rows[lo + t]
+        s = b[i]
+        for k in range(ip[i], dp[i]):
+            s -= data[k] * x[ix[k]]
+        x[i] = s * dinv[i]
+
+
+@cuda.jit
+def _upper_restrict(ip, ix, data, dp, dinv, x, agg, rc, n, l1_term):
+    """``amg.upper_residual_restrict`` (``l1_term``) or the residual of
+    ``amg.gs_from_zero_restrict`` (without it: l1 = a_ii there): ``rc[agg[i]] += (b - A
+    x)_i`` right after a sweep from zero, from the upper half of each row."""
+    i = cuda.grid(1)
+    if i < n:
+        d = dp[i]
+        s = (1.0 / dinv[i] - data[d]) * x[i] if l1_term else 0.0
+        for k in range(d + 1, ip[i + 1]):
+            s -= data[k] * x[ix[k]]
+        cuda.atomic.add(rc, agg[i], s)
+
+
+@cuda.jit
+def _residual_restrict(ip, ix, data, x, b, agg, rc, n):
+    i = cuda.grid(1)
+    if i < n:
+        s = b[i]
+        for k in range(ip[i], ip[i + 1]):
+            s -= data[k] * x[ix[k]]
+        cuda.atomic.add(rc, agg[i], s)
+
+
+@cuda.jit
+def _prolong_add(agg, e, x, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] += e[agg[i]]
+
+
+@cuda.jit
+def _fill(x, value, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] = value
+
+
+@cuda.jit
+def _copy(src, dst, n):
+    i = cuda.grid(1)
+    if i < n:
+        dst[i] = src[i]
+
+
+@cuda.jit
+def _axpy_into(out, b, a, v, n):
+    """out = b - a v (``amg._axpy_into``)."""
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = b[i] - a * v[i]
+
+
+@cuda.jit
+def _combine(x, a, c, b, d, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] = a * c[i] + b * d[i]
+
+
+@cuda.jit
+def _scale_into(x, a, c, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] = a * c[i]
+
+
+@cuda.jit
+def _direction(z, beta, p, n):
+    """p = z - beta p (``krylov._fcg_direction``)."""
+    i = cuda.grid(1)
+    if i < n:
+        p[i] = z[i] - beta * p[i]
+
+
+@cuda.jit
+def _dots(us, vs, n, out):
+    """``out[j] += us[j] . vs[j]`` for each pair: a thread's share of the rows (grid-stride),
+    then one atomic add per scalar and thread."""
+    acc = cuda.local.array(MAX_DOTS, np.float64)
+    m = len(us)
+    for j in range(m):
+        acc[j] = 0.0
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, n, stride):
+        for j in range(m):
+            acc[j] += us[j][i] * vs[j][i]
+    for j in range(m):
+        cuda.atomic.add(out, j, acc[j])
+
+
+@cuda.jit
+def _fcg_step(x, r, p, q, alpha, n, out):
+    """x += alpha p; r -= alpha q; out[0] += r.r (``krylov._fcg_update``)."""
+    rr = 0.0
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, n, stride):
+        x[i] += alpha * p[i]
+        ri = r[i] - alpha * q[i]
+        r[i] = ri
+        rr += ri * ri
+    cuda.atomic.add(out, 0, rr)
+
+
+@cuda.jit
+def _spmv_dots(ip, ix, data, p, q, r, n, out):
+    """q = A p, out += (p.q, p.r) (``kcycle._spmv_dot2``)."""
+    s1 = 0.0
+    s2 = 0.0
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, n, stride):
+        qi = 0.0
+        for k in range(ip[i], ip[i + 1]):
+            qi += data[k] * p[ix[k]]
+        q[i] = qi
+        s1 += p[i] * qi
+        s2 += p[i] * r[i]
+    cuda.atomic.add(out, 0, s1)
+    cuda.atomic.add(out, 1, s2)
+
+
+class CudaSparse:
+    """Launches of the kernels above with the backend's block size.  A fused reduction
+    leaves its scalars in a small device array, zeroed before, read back after: ``reads``
+    and ``read_bytes`` count those copies."""
+
+    def __init__(self, threads: int, reduction_blocks: int):
+        self.t = threads
+        self.rb = reduction_blocks  # blocks of a reduction: a grid-stride share each
+        self._out = cuda.device_array(MAX_DOTS, dtype=np.float64)
+        self._host = cuda.pinned_array(MAX_DOTS, dtype=np.float64)
+        self.reads = 0
+        self.read_bytes = 0
+
+    def _grid(self, n):
+        return (max(n, 1) + self.t - 1) // self.t, self.t
+
+    def _rgrid(self, n):
+        return min((max(n, 1) + self.t - 1) // self.t, self.rb), self.t
+
+    def _result(self, m):
+        self._out.copy_to_host(self._host)
+        self.reads += 1
+        self.read_bytes += 8 * MAX_DOTS
+        return tuple(float(v) for v in self._host[:m])
+
+    def _zero_out(self):
+        _fill[1, MAX_DOTS](self._out, 0.0, MAX_DOTS)
+
+    # products and sweeps -----------------------------------------------------------------
+    def spmv(self, m, x, y):
+        _spmv[self._grid(m.n)](m.ip, m.ix, m.data, x, y, m.n)
+
+    def residual(self, m, x, b, r):
+        _residual[self._grid(m.n)](m.ip, m.ix, m.data, x, b, r, m.n)
+
+    def gs_sweep(self, m, b, x, forward: bool):
+        """One Gauss-Seidel sweep over the rows, wavefront after wavefront."""
+        ptr = m.wave_ptr
+        waves = range(len(ptr) - 1) if forward else range(len(ptr) - 2, -1, -1)
+        for w in waves:
+            lo, hi = int(ptr[w]), int(ptr[w + 1])
+            _gs_wave[self._grid(hi - lo)](m.ip, m.ix, m.data, m.dinv, b, x, m.waves, lo, hi)
+
+    def gs_from_zero(self, m, b, x):
+        ptr = m.wave_ptr
+        for w in range(len(ptr) - 1):
+            lo, hi = int(ptr[w]), int(ptr[w + 1])
+            _gs_from_zero_wave[self._grid(hi - lo)](m.ip, m.ix, m.data, m.dp, m.dinv, b, x,
+                                                    m.waves, lo, hi)
+
+    def upper_restrict(self, m, x, agg, rc, nc, l1_term: bool):
+        self.fill(rc, 0.0, nc)
+        _upper_restrict[self._grid(m.n)](m.ip, m.ix, m.data, m.dp, m.dinv, x, agg, rc, m.n,
+                                         l1_term)
+
+    def residual_restrict(self, m, x, b, agg, rc, nc):
+        self.fill(rc, 0.0, nc)
+        _residual_restrict[self._grid(m.n)](m.ip, m.ix, m.data, x, b, agg, rc, m.n)
+
+    def prolong_add(self, agg, e, x, n):
+        _prolong_add[self._grid(n)](agg, e, x, n)
+
+    # vectors ----------------------------------------------------------------------------
+    def fill(self, x, value, n):
+        _fill[self._grid(n)](x, value, n)
+
+    def copy(self, src, dst, n):
+        _copy[self._grid(n)](src, dst, n)
+
+    def axpy_into(self, out, b, a, v, n):
+        _axpy_into[self._grid(n)](out, b, a, v, n)
+
+    def combine(self, x, a, c, b, d, n):
+        _combine[self._grid(n)](x, a, c, b, d, n)
+
+    def scale_into(self, x, a, c, n):
+        _scale_into[self._grid(n)](x, a, c, n)
+
+    def direction(self, z, beta, p, n):
+        _direction[self._grid(n)](z, beta, p, n)
+
+    # fused reductions -------------------------------------------------------------------
+    def dots(self, pairs, n):
+        """``tuple(u . v for u, v in pairs)``, one launch and one read-back."""
+        self._zero_out()
+        us = tuple(u for u, _ in pairs)
+        vs = tuple(v for _, v in pairs)
+        _dots[self._rgrid(n)](us, vs, n, self._out)
+        return self._result(len(pairs))
+
+    def fcg_step(self, x, r, p, q, alpha, n):
+        self._zero_out()
+        _fcg_step[self._rgrid(n)](x, r, p, q, alpha, n, self._out)
+        return self._result(1)[0]
+
+    def spmv_dots(self, m, p, q, r):
+        self._zero_out()
+        _spmv_dots[self._rgrid(m.n)](m.ip, m.ix, m.data, p, q, r, m.n, self._out)
+        return self._result(2)
