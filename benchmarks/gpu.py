@@ -149,7 +149,10 @@ def pressure_solve(a, work: Path) -> list[dict]:
             s = json.loads((out / "summary.json").read_text())
             prof = json.loads((out / "profile.json").read_text())
             steps = max(prof["steps"], 1)
-            dev = prof.get("device", {})
+            dev = {}  # both solves' copies and bytes, summed
+            for part in ("pressure", "momentum"):
+                for key, value in prof.get("device", {}).get(part, {}).items():
+                    dev[key] = dev.get(key, 0) + value
             rows.append({"backend": backend, "repeat": rep, "cells": n * n,
                          "s_per_step": prof["s_per_step"],
                          "solve_p_s_per_step": prof["phases"]["solve_p"]["mean"] / steps,

@@ -321,7 +321,7 @@ def _schema() -> dict[str, Any]:
             "max_steps": _Key(_integer(0, 10**12), 0),
             "algorithm": _Key(_choice(*SOLVERS), "piso"),
             # where the pressure solve runs: "cuda" (a GPU, or numba's CUDA simulator) so far
-            # solves the pressure equation there, on one rank; everything else stays on the host
+            # solves the pressure equation there; everything else stays on the host
             "backend": _Key(_choice(*BACKENDS), "cpu"),
             "gradient": _Key(_choice("gauss", "least-squares"), "gauss"),
             "laplacian": _Key(_choice("corrected", "uncorrected"), "corrected"),

@@ -77,8 +77,8 @@ def _run_parser(sub) -> None:
                         "(same as --set parallel.staging=...)")
     p.add_argument("--backend", choices=BACKENDS,
                    help="where the pressure solve runs: cpu, or cuda (an NVIDIA GPU; numba's "
-                        "CUDA simulator with NUMBA_ENABLE_CUDASIM=1), one rank so far "
-                        "(same as --set solver.backend=...)")
+                        "CUDA simulator with NUMBA_ENABLE_CUDASIM=1); the rest of the step "
+                        "stays on the CPU so far (same as --set solver.backend=...)")
     p.add_argument("--emulate-network", metavar="NAME|FILE.out",
                    help="make messages between nodes as slow as this network (a preset of "
                         "`haloflow predict` or a NetPIPE .out file); [parallel] ranks_per_node "

@@ -4,7 +4,7 @@ A backend owns device arrays, the kernels that work on them and the copies betwe
 and host memory (PyFR's backends, Oceananigans' architectures).  ``cpu`` is numba on the
 host; ``cuda`` is numba-cuda on an NVIDIA GPU, or numba's CUDA simulator when
 ``NUMBA_ENABLE_CUDASIM=1`` (how CI, which has no GPU, tests it).  So far the halo exchange
-runs on either (:mod:`haloflow.parallel.halo.staging`), and so does a 1-rank run's pressure
+runs on either (:mod:`haloflow.parallel.halo.staging`), and so does the pressure
 solve (``solver.backend``: :mod:`haloflow.linalg.device_solve`); the rest of the solver's
 kernels run on ``cpu``.
 

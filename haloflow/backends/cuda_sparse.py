@@ -96,6 +96,25 @@ def _prolong_add(agg, e, x, n):
 
 
 @cuda.jit
+def _gather(v, idx, out, n):
+    """out = v[idx] (a transfer's values, or the redundant level's entries of this rank)."""
+    t = cuda.grid(1)
+    if t < n:
+        out[t] = v[idx[t]]
+
+
+@cuda.jit
+def _scatter(v, idx, vals, n, add):
+    """v[idx] += vals (``add``: partial sums from other ranks) or v[idx] = vals."""
+    t = cuda.grid(1)
+    if t < n:
+        if add:
+            cuda.atomic.add(v, idx[t], vals[t])
+        else:
+            v[idx[t]] = vals[t]
+
+
+@cuda.jit
 def _fill(x, value, n):
     i = cuda.grid(1)
     if i < n:
@@ -171,6 +190,50 @@ def _fcg_step(x, r, p, q, alpha, n, out):
 
 
 @cuda.jit
+def _axpy(alpha, x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] += alpha * x[i]
+
+
+@cuda.jit
+def _bicg_p(p, r, v, beta, omega, invd, phat, n):
+    """``krylov._bicg_p``: the new direction and its Jacobi-preconditioned image."""
+    i = cuda.grid(1)
+    if i < n:
+        pi = r[i] + beta * (p[i] - omega * v[i])
+        p[i] = pi
+        phat[i] = invd[i] * pi
+
+
+@cuda.jit
+def _bicg_s(s, r, v, alpha, invd, shat, n):
+    i = cuda.grid(1)
+    if i < n:
+        si = r[i] - alpha * v[i]
+        s[i] = si
+        shat[i] = invd[i] * si
+
+
+@cuda.jit
+def _bicg_xr(x, phat, shat, r, s, t, alpha, omega, r0, n, out):
+    """``krylov._bicg_xr``: x += alpha phat + omega shat; r = s - omega t; out += (r0.r,
+    r.r)."""
+    a = 0.0
+    b = 0.0
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, n, stride):
+        x[i] += alpha * phat[i] + omega * shat[i]
+        ri = s[i] - omega * t[i]
+        r[i] = ri
+        a += r0[i] * ri
+        b += ri * ri
+    cuda.atomic.add(out, 0, a)
+    cuda.atomic.add(out, 1, b)
+
+
+@cuda.jit
 def _spmv_dots(ip, ix, data, p, q, r, n, out):
     """q = A p, out += (p.q, p.r) (``kcycle._spmv_dot2``)."""
     s1 = 0.0
@@ -223,20 +286,22 @@ class CudaSparse:
     def residual(self, m, x, b, r):
         _residual[self._grid(m.n)](m.ip, m.ix, m.data, x, b, r, m.n)
 
-    def gs_sweep(self, m, b, x, forward: bool):
-        """One Gauss-Seidel sweep over the rows, wavefront after wavefront."""
-        ptr = m.wave_ptr
+    def gs_sweep(self, m, b, x, forward: bool, schedule=None):
+        """One Gauss-Seidel sweep, wavefront after wavefront: over every owned row, or over
+        the rows of ``schedule`` (``(rows, ptr)`` of :func:`haloflow.linalg.wavefronts.wavefronts`,
+        rows as a device array; default ``m.sweep``)."""
+        rows, ptr = m.sweep if schedule is None else schedule
         waves = range(len(ptr) - 1) if forward else range(len(ptr) - 2, -1, -1)
         for w in waves:
             lo, hi = int(ptr[w]), int(ptr[w + 1])
-            _gs_wave[self._grid(hi - lo)](m.ip, m.ix, m.data, m.dinv, b, x, m.waves, lo, hi)
+            _gs_wave[self._grid(hi - lo)](m.ip, m.ix, m.data, m.dinv, b, x, rows, lo, hi)
 
     def gs_from_zero(self, m, b, x):
-        ptr = m.wave_ptr
+        rows, ptr = m.sweep
         for w in range(len(ptr) - 1):
             lo, hi = int(ptr[w]), int(ptr[w + 1])
             _gs_from_zero_wave[self._grid(hi - lo)](m.ip, m.ix, m.data, m.dp, m.dinv, b, x,
-                                                    m.waves, lo, hi)
+                                                    rows, lo, hi)
 
     def upper_restrict(self, m, x, agg, rc, nc, l1_term: bool):
         self.fill(rc, 0.0, nc)
@@ -251,6 +316,14 @@ class CudaSparse:
         _prolong_add[self._grid(n)](agg, e, x, n)
 
     # vectors ----------------------------------------------------------------------------
+    def gather(self, v, idx, out, n):
+        if n:
+            _gather[self._grid(n)](v, idx, out, n)
+
+    def scatter(self, v, idx, vals, n, add: bool):
+        if n:
+            _scatter[self._grid(n)](v, idx, vals, n, add)
+
     def fill(self, x, value, n):
         _fill[self._grid(n)](x, value, n)
 
@@ -269,7 +342,21 @@ class CudaSparse:
     def direction(self, z, beta, p, n):
         _direction[self._grid(n)](z, beta, p, n)
 
+    def axpy(self, alpha, x, y, n):
+        _axpy[self._grid(n)](alpha, x, y, n)
+
+    def bicg_p(self, p, r, v, beta, omega, invd, phat, n):
+        _bicg_p[self._grid(n)](p, r, v, beta, omega, invd, phat, n)
+
+    def bicg_s(self, s, r, v, alpha, invd, shat, n):
+        _bicg_s[self._grid(n)](s, r, v, alpha, invd, shat, n)
+
     # fused reductions -------------------------------------------------------------------
+    def bicg_xr(self, x, phat, shat, r, s, t, alpha, omega, r0, n):
+        self._zero_out()
+        _bicg_xr[self._rgrid(n)](x, phat, shat, r, s, t, alpha, omega, r0, n, self._out)
+        return self._result(2)
+
     def dots(self, pairs, n):
         """``tuple(u . v for u, v in pairs)``, one launch and one read-back."""
         self._zero_out()

@@ -176,7 +176,7 @@ class Momentum:
 
     def __init__(self, U, lmesh, fc, bc, comps, gradient, nu_face, pattern, exchanger, red,
                  workspace, many, scratch, timers, *, convection: str, nonorth: bool, settings,
-                 stress=None):
+                 stress=None, device=None):
         lm = lmesh
         n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
         self.U, self.lm, self.fc, self.bc, self.comps = U, lm, fc, bc, comps
@@ -188,6 +188,11 @@ class Momentum:
         self.gradient, self.nu_face, self.stress = gradient, nu_face, stress
         self.ex, self.red, self.ws, self.timers = exchanger, red, workspace, timers
         self.mws = many  # the lockstep solve's vectors (BiCGStab-Jacobi)
+        self.device = None  # BiCGStab-Jacobi on a device backend (other methods: the host)
+        if device is not None and settings.method == "bicgstab-jacobi":
+            from ..linalg.device_bicgstab import DeviceBiCGStab
+
+            self.device = DeviceBiCGStab(pattern, lmesh, exchanger, device)
         # every step ends by exchanging U (the velocity correction), so the predictor's
         # initial guess has current ghosts from the second step on
         self._ghosts_current = False
@@ -269,6 +274,8 @@ class Momentum:
     def predict(self, grad) -> list:
         """Solve for each component with the pressure gradient ``grad``; ghosts exchanged."""
         T = self.timers
+        if self.device is not None:
+            return self._predict_on_device(grad)
         if self.cfg.method == "bicgstab-jacobi" and (
                 not threads.threaded()
                 or compiled_lockstep(self.M, len(self.comps), self.red, self.mws)):
@@ -305,6 +312,21 @@ class Momentum:
         with T("halo"):
             self.ex.exchange(self.u_fields)
         return u_solves
+
+    def _predict_on_device(self, grad) -> list:
+        """The components one after the other on the device (each as ``bicgstab`` solves
+        it), then the velocity's ghosts exchanged on the host."""
+        cfg, rhs = self.cfg, self.mws.rhs
+        with self.timers("solve_U"):
+            momentum_rhs(self.b0, self.vol, grad, self.comps, self.lm.n_owned, rhs)
+            res0 = self._normalised(self.U, rhs)
+            self.device.set_matrix(self.M)
+            u_solves = [self.device.solve(rhs[d], self.U[d], cfg.tol, cfg.max_iter, self.red,
+                                          cfg.rel_tol) for d in self.comps]
+        with self.timers("halo"):
+            self.ex.exchange(self.u_fields)
+        self._ghosts_current = True
+        return _with_res0(u_solves, res0)
 
     def _normalised(self, X, B, one: bool = False):
         """OpenFOAM's normalised initial residual of each component (``X[d]``, ``B[d]``),

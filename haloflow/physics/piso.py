@@ -22,7 +22,14 @@ from .initial import initial_fields
 from .momentum import Momentum
 from .monitor import StepInfo, StepMonitor
 from .patches import EMPTY
-from .pressure import Pressure, correct_fluxes, correct_velocity, predicted_fluxes, relax_pressure
+from .pressure import (
+    Pressure,
+    correct_fluxes,
+    correct_velocity,
+    device_backend,
+    predicted_fluxes,
+    relax_pressure,
+)
 from .schemes import Gradient
 from .scratch import Scratch
 from .time import TIME_SCHEMES
@@ -91,14 +98,15 @@ class PisoSolver:
         self.closure = make_closure(lm, physics, Context(
             *common, pattern, exchanger, red, ws, scratch, timers, solver=s, boundary=boundary,
             steady=self.algorithm == "simple", nonorth=self.nonorth))
+        device = device_backend(s.backend)  # the linear solves' device (None: the host)
         self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
                                  red, ws, many, scratch, timers, convection=s.convection,
                                  nonorth=self.nonorth, settings=s.momentum,
-                                 stress=getattr(self.closure, "stress", None))
+                                 stress=getattr(self.closure, "stress", None), device=device)
         self.pressure = Pressure(self.p, self.grad, self.phi, *common, pattern, exchanger, red,
                                  ws, scratch, timers, nonorth=self.nonorth,
                                  n_nonorth=int(s.n_nonorth_correctors), singular=singular,
-                                 settings=s.pressure, halo=halo, backend=s.backend)
+                                 settings=s.pressure, halo=halo, device=device)
         self.energy = None  # temperature and buoyancy (physics.model = "boussinesq")
         if physics.model == "boussinesq":
             from .energy import Energy

@@ -337,23 +337,16 @@ def correct_velocity(U, HbyA, rAU, grad, comps, n, work) -> None:
         np.subtract(HbyA[d, :n], work[:n], out=U[d, :n])
 
 
-def _device(backend: str, method: str, red):
-    """The device backend the pressure solve runs on, or None for the host's; a run it cannot
-    serve yet is told why in one line, at set-up."""
-    if backend == "cpu":
+def device_backend(name: str):
+    """The device backend ``solver.backend`` names, or None for the host's; a machine that
+    cannot run it is told why in one line, at set-up."""
+    if name == "cpu":
         return None
     from .. import backends
     from ..mpiutil import UserError
 
-    so_far = f"solver.backend = {backend!r}"
-    if method != "amg-cg":
-        raise UserError(f"{so_far} solves the pressure by amg-cg only so far "
-                        f"(solver.pressure.method = {method!r})")
-    if red.parallel:
-        raise UserError(f"{so_far} runs on one rank only so far (this run has "
-                        f"{red.comm.size})")
     try:
-        return backends.make(backend)
+        return backends.make(name)
     except backends.BackendUnavailable as e:
         raise UserError(str(e)) from None
 
@@ -368,7 +361,7 @@ class Pressure:
 
     def __init__(self, p, grad, phi, lmesh, fc, bc, comps, gradient, pattern, exchanger, red,
                  workspace, scratch, timers, *, nonorth: bool, n_nonorth: int, singular: bool,
-                 settings, halo: str, backend: str = "cpu"):
+                 settings, halo: str, device=None):
         lm = lmesh
         nf = lm.n_faces
         self.p, self.grad, self.phi = p, grad, phi
@@ -389,7 +382,12 @@ class Pressure:
         self.amg_basis = None  # V/A of that matrix: a restart rebuilds the same hierarchy
         self._rau = None  # the V/A of the solve in progress
         self.compiled = None  # the whole AMG solve as one numba call, where available
-        self.device = _device(backend, settings.method, red)  # or the solve on a GPU
+        self.device = device  # a device backend the solve runs on (None: the host)
+        if device is not None and settings.method != "amg-cg":
+            from ..mpiutil import UserError
+
+            raise UserError(f"solver.backend = {device.name!r} solves the pressure by amg-cg "
+                            f"only so far (solver.pressure.method = {settings.method!r})")
         self.phiH = np.zeros(nf)
         self.g = np.zeros(nf)
         self.phiH0 = np.zeros(nf) if nonorth else None
@@ -538,9 +536,7 @@ class Pressure:
 
     def device_profile(self) -> dict | None:
         """The device solve's copies and bytes each way so far (None on the host)."""
-        if self.device is None or self.compiled is None:
-            return None
-        return self.compiled.profile()
+        return self.compiled.profile() if self.device is not None and self.compiled else None
 
     def _build_amg(self) -> None:
         # the levels' work vectors in the workspace's rows the Krylov method leaves free:
@@ -553,7 +549,9 @@ class Pressure:
         else:
             from ..linalg.device_solve import DeviceSolve
 
-            self.compiled = DeviceSolve(self.amg, self.device)
+            aware = self.ex.space.name.startswith("device-aware")  # else MPI on host buffers
+            self.compiled = DeviceSolve(self.amg, self.device, self.halo,
+                                        "device-aware" if aware else "device")
 
     def state(self) -> tuple[dict, dict]:
         """For a restart: the V/A the AMG hierarchy was built from (its aggregates depend

@@ -56,7 +56,9 @@ def log_setup(run, outdir: Path, log) -> None:
         f"decomposition {case.parallel.decomposition}")
     device = getattr(getattr(solver, "pressure", None), "device", None)
     if device is not None:
-        log(f"  the pressure solve runs on {device.describe()}; the rest on the host")
+        on = "the pressure and momentum solves" if solver.momentum.device is not None else \
+            "the pressure solve"
+        log(f"  {on} run on {device.describe()}; the rest on the host")
     log(f"  cells per rank {own.min()}..{own.max()} (imbalance {own.max() / own.mean():.3f}), "
         f"ghosts {sum(c[1] for c in counts)}, neighbours per rank max "
         f"{max(c[2] for c in counts)}")
@@ -143,6 +145,18 @@ def _velocity_png(case, fields, outdir: Path) -> None:
                        title=f"{case.name}: |U|", boundary_xy=bxy, boundary_U=bu)
 
 
+def _device_profile(solver) -> dict | None:
+    """profile.json's ``device``: which device, and each linear solve's copies and bytes
+    each way over the whole run (the set-up's included); None on the host."""
+    pressure, momentum = getattr(solver, "pressure", None), getattr(solver, "momentum", None)
+    if pressure is None or pressure.device is None:
+        return None
+    out = {"device": pressure.device.describe(), "pressure": pressure.device_profile()}
+    if momentum is not None and momentum.device is not None:
+        out["momentum"] = momentum.device.profile()
+    return out
+
+
 def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
            restart: str | None = None) -> dict:
     """Collective: the profile over the steps after the first; then rank 0 writes
@@ -155,8 +169,7 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
     mpi_call_s = profiling.mpi_call_seconds() if root else None
     kernel_call_s = profiling.kernel_call_seconds() if root else None
     amg_info = run.amg.profile() if run.amg else None
-    pressure = getattr(solver, "pressure", None)  # the device's copies over the whole run
-    device = pressure.device_profile() if pressure is not None else None
+    device = _device_profile(solver)
     exchangers = run.exchangers()
     record = profiling.rank_record(run.lmesh, run.timers, exchangers, solver.red.stats,
                                    loop.seconds)
