@@ -22,12 +22,13 @@ each variant from short ``haloflow run --staging device`` runs of the same case.
 Without a CUDA GPU (or with numba's simulator switched on) nothing is timed on a device: the
 script says so, records why in the JSON and exits 0.
 
-Last, the pressure solve on the device (``--backend cuda``: one rank, the rest of the step
-on the host) against the same run on the CPU: the 2D cavity at ``--solve-cells``^2 (1M
-cells by default), ``--solve-steps`` steps, the two runs taking turns ``--solve-repeat``
-times; seconds per step (the first step left out) and in the pressure solve, pressure
-iterations, and the device's copies and bytes per step.  Only the pressure solve has moved
-to the device so far, so this is not yet the time per step of a run on the GPU.
+Last, the linear solves on the device (``--backend cuda``: one rank, the assembly and the
+rest of the step on the host) against the same run on the CPU: the 2D cavity at
+``--solve-cells``^2 (1M cells by default), ``--solve-steps`` steps, the two runs taking
+turns ``--solve-repeat`` times; seconds per step (the first step left out) and in the
+pressure and velocity solves, pressure iterations, and the device's copies and bytes per
+step.  Only the linear solves have moved to the device so far, so this is not yet the time
+per step of a run on the GPU.
 """
 
 from __future__ import annotations
@@ -129,8 +130,8 @@ def per_step(a, work: Path) -> list[dict]:
     return rows
 
 
-def pressure_solve(a, work: Path) -> list[dict]:
-    """The cavity's pressure solve on the device against the CPU, 1 rank, runs taking turns."""
+def linear_solves(a, work: Path) -> list[dict]:
+    """The cavity's linear solves on the device against the CPU, 1 rank, runs taking turns."""
     rows = []
     n = a.solve_cells
     for rep in range(a.solve_repeat):
@@ -155,7 +156,8 @@ def pressure_solve(a, work: Path) -> list[dict]:
                     dev[key] = dev.get(key, 0) + value
             rows.append({"backend": backend, "repeat": rep, "cells": n * n,
                          "s_per_step": prof["s_per_step"],
-                         "solve_p_s_per_step": prof["phases"]["solve_p"]["mean"] / steps,
+                         **{f"{k}_s_per_step": prof["phases"][k]["mean"] / steps
+                            for k in ("solve_p", "solve_U")},
                          "p_iters_mean": s["p_iters_mean"],
                          **{f"{k}_per_step": v / s["steps"] for k, v in dev.items()
                             if isinstance(v, int)}})
@@ -270,7 +272,7 @@ def main() -> int:
     p.add_argument("--step-ranks", type=int, default=2)
     p.add_argument("--no-per-step", action="store_true")
     p.add_argument("--solve-cells", type=int, default=1024,
-                   help="the pressure solve's 2D cavity: cells per direction (default 1024)")
+                   help="the linear solves' 2D cavity: cells per direction (default 1024)")
     p.add_argument("--solve-steps", type=int, default=6)
     p.add_argument("--solve-repeat", type=int, default=2)
     p.add_argument("--label", default="", help="a note for the title and JSON (e.g. MPS on)")
@@ -305,10 +307,11 @@ def main() -> int:
                     res["results"].append({"ranks": ranks, "label": f"cuda/{staging}",
                                            "data": d, "host_rows": host.get("rows", [])})
             print(_table(res["results"]))
-            res["pressure_solve"] = pressure_solve(a, work)
-            for r in res["pressure_solve"]:
+            res["linear_solves"] = linear_solves(a, work)
+            for r in res["linear_solves"]:
                 print(f"  {r['backend']:<5} " + (f"not run: {r['error']}" if "error" in r else
                       f"{r['s_per_step']:.4f} s/step, solve_p {r['solve_p_s_per_step']:.4f}, "
+                      f"solve_U {r['solve_U_s_per_step']:.4f}, "
                       f"{r['p_iters_mean']:.1f} p iterations"))
         if not a.no_per_step:
             res["per_step"] = per_step(a, work)

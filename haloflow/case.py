@@ -320,8 +320,8 @@ def _schema() -> dict[str, Any]:
                                  None),
             "max_steps": _Key(_integer(0, 10**12), 0),
             "algorithm": _Key(_choice(*SOLVERS), "piso"),
-            # where the pressure solve runs: "cuda" (a GPU, or numba's CUDA simulator) so far
-            # solves the pressure equation there; everything else stays on the host
+            # where the linear solves run: "cuda" (a GPU, or numba's CUDA simulator) so far
+            # solves the pressure and velocity there; the assembly stays on the host
             "backend": _Key(_choice(*BACKENDS), "cpu"),
             "gradient": _Key(_choice("gauss", "least-squares"), "gauss"),
             "laplacian": _Key(_choice("corrected", "uncorrected"), "corrected"),

@@ -76,7 +76,7 @@ def _run_parser(sub) -> None:
                         "counted; device-aware: MPI reads the device buffers, no copy "
                         "(same as --set parallel.staging=...)")
     p.add_argument("--backend", choices=BACKENDS,
-                   help="where the pressure solve runs: cpu, or cuda (an NVIDIA GPU; numba's "
+                   help="where the linear solves run: cpu, or cuda (an NVIDIA GPU; numba's "
                         "CUDA simulator with NUMBA_ENABLE_CUDASIM=1); the rest of the step "
                         "stays on the CPU so far (same as --set solver.backend=...)")
     p.add_argument("--emulate-network", metavar="NAME|FILE.out",

@@ -4,9 +4,9 @@ A backend owns device arrays, the kernels that work on them and the copies betwe
 and host memory (PyFR's backends, Oceananigans' architectures).  ``cpu`` is numba on the
 host; ``cuda`` is numba-cuda on an NVIDIA GPU, or numba's CUDA simulator when
 ``NUMBA_ENABLE_CUDASIM=1`` (how CI, which has no GPU, tests it).  So far the halo exchange
-runs on either (:mod:`haloflow.parallel.halo.staging`), and so does the pressure
-solve (``solver.backend``: :mod:`haloflow.linalg.device_solve`); the rest of the solver's
-kernels run on ``cpu``.
+runs on either (:mod:`haloflow.parallel.halo.staging`), and so do the linear
+solves (``solver.backend``: :mod:`haloflow.linalg.device_solve` and
+:mod:`haloflow.linalg.device_bicgstab`); the rest of the solver's kernels run on ``cpu``.
 
 Importing this package imports neither numba nor numba-cuda: the names are read by the
 case schema and the command line.
