@@ -36,4 +36,17 @@ def make(name: str | None = "cpu"):
     raise ValueError(f"unknown backend {name!r} (expected one of {', '.join(BACKENDS)})")
 
 
-__all__ = ["BACKENDS", "BackendUnavailable", "make"]
+def for_run(name: str):
+    """The device backend a run's ``solver.backend`` names, or None for ``cpu`` (the host's
+    kernels as they are); a machine that cannot run it is told why in one line."""
+    if name == "cpu":
+        return None
+    from ..mpiutil import UserError
+
+    try:
+        return make(name)
+    except BackendUnavailable as e:
+        raise UserError(str(e)) from None
+
+
+__all__ = ["BACKENDS", "BackendUnavailable", "for_run", "make"]

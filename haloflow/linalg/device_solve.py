@@ -125,8 +125,7 @@ class DeviceSolve:
             for name in VECTORS:
                 setattr(d, name, be.empty(m))
         if lev.ex is not None:  # a distributed level's halo, exchanged on the device
-            topo = getattr(lev, "topo", None) or self.amg.lmesh
-            d.ex = halo.make(strategy, topo, self.amg.comm, staging=staging, backend=be)
+            d.ex = halo.make(strategy, lev.topo, self.amg.comm, staging=staging, backend=be)
             self.exchangers.append(d.ex)
         d.xfer = _Moves(self, nx.xfer) if nx.xfer is not None else None
         d.rd = self._redundant(nx.redundant) if nx.redundant is not None else None

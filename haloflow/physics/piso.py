@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import backends
 from ..linalg.krylov import LOCKSTEP_SETS, ManyWorkspace, SolveInfo
 from ..linalg.matrix import Pattern
 from ..mesh.fv import face_coeffs
@@ -22,14 +23,7 @@ from .initial import initial_fields
 from .momentum import Momentum
 from .monitor import StepInfo, StepMonitor
 from .patches import EMPTY
-from .pressure import (
-    Pressure,
-    correct_fluxes,
-    correct_velocity,
-    device_backend,
-    predicted_fluxes,
-    relax_pressure,
-)
+from .pressure import Pressure, correct_fluxes, correct_velocity, predicted_fluxes, relax_pressure
 from .schemes import Gradient
 from .scratch import Scratch
 from .time import TIME_SCHEMES
@@ -98,7 +92,7 @@ class PisoSolver:
         self.closure = make_closure(lm, physics, Context(
             *common, pattern, exchanger, red, ws, scratch, timers, solver=s, boundary=boundary,
             steady=self.algorithm == "simple", nonorth=self.nonorth))
-        device = device_backend(s.backend)  # the linear solves' device (None: the host)
+        device = backends.for_run(s.backend)  # the linear solves' device (None: the host)
         self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
                                  red, ws, many, scratch, timers, convection=s.convection,
                                  nonorth=self.nonorth, settings=s.momentum,

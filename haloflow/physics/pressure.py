@@ -337,20 +337,6 @@ def correct_velocity(U, HbyA, rAU, grad, comps, n, work) -> None:
         np.subtract(HbyA[d, :n], work[:n], out=U[d, :n])
 
 
-def device_backend(name: str):
-    """The device backend ``solver.backend`` names, or None for the host's; a machine that
-    cannot run it is told why in one line, at set-up."""
-    if name == "cpu":
-        return None
-    from .. import backends
-    from ..mpiutil import UserError
-
-    try:
-        return backends.make(name)
-    except backends.BackendUnavailable as e:
-        raise UserError(str(e)) from None
-
-
 class Pressure:
     """The pressure equation of ``p`` (and its gradient ``grad``) on one rank, with the
     face fluxes ``phi`` it makes conservative.
