@@ -18,12 +18,14 @@ import json
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from haloflow.linalg.amg import gs_sweep
+from haloflow.linalg.amg import gs_rows, gs_sweep
+from haloflow.linalg.device_solve import _cut_schedule
 from haloflow.linalg.wavefronts import wavefronts
 
 
@@ -67,6 +69,30 @@ def test_wavefronts_sweep_as_the_sequential_sweep(symmetric, forward):
         got = x0.copy()
         _waves_sweep(a, dinv, b, got, rows, ptr, forward, rng)
         assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("forward", [True, False], ids=["forward", "backward"])
+def test_cut_rows_sweep_as_gs_rows(forward):
+    """The rows next to a cut (those with ghost columns), swept again after an exchange:
+    their wavefronts give ``gs_rows``'s values, the other rows held fixed."""
+    rng = np.random.default_rng(5)
+    n, ghosts = 50, 12
+    owned = _random_matrix(n, 0.06, 7, True)
+    a = sp.hstack([owned, sp.random(n, ghosts, density=0.05, random_state=rng)]).tocsr()
+    a.sort_indices()
+    rows = np.repeat(np.arange(n), np.diff(a.indptr))
+    cut = np.unique(rows[a.indices >= n])
+    lev = SimpleNamespace(indptr=a.indptr, indices=a.indices, ncols=n + ghosts, cut=cut)
+    dinv = 1.0 / a.diagonal()[:n]
+    b = rng.standard_normal(n)
+    x0 = rng.standard_normal(n + ghosts)
+    want = x0.copy()
+    gs_rows(a.indptr, a.indices, a.data, np.zeros(n, np.int64), dinv, b, want, cut, forward)
+    order, ptr = _cut_schedule(lev)
+    assert sorted(order) == list(cut) and len(ptr) > 2  # coupled cut rows: several waves
+    got = x0.copy()
+    _waves_sweep(a, dinv, b, got, order, ptr, forward, rng)
+    assert np.array_equal(got, want)
 
 
 def test_wavefronts_of_a_grid_are_its_diagonals():
