@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..parallel import halo
-from .device_solve import Transfers
+from .device_solve import Copies
 from .krylov import SolveInfo, initial_info
 
 VECTORS = ("x", "r", "r0", "p", "v", "phat", "s", "shat", "t")
@@ -30,9 +30,9 @@ class DeviceBiCGStab:
 
     def __init__(self, pattern, lmesh, exchanger, backend):
         self.be, self.k = backend, backend.sparse()
-        self.stats = Transfers()
+        self.copies = Copies(backend)
         n, ncols = pattern.n_rows, pattern.n_cols
-        put = self._put
+        put = self.copies.put
         self.m = SimpleNamespace(n=n, ip=put(pattern.indptr), ix=put(pattern.indices),
                                  data=backend.empty(max(pattern.nnz, 1)))
         self.v = SimpleNamespace(b=backend.empty(max(n, 1)), invd=backend.empty(max(n, 1)),
@@ -42,23 +42,12 @@ class DeviceBiCGStab:
         self.ex = halo.make(exchanger.name, lmesh, exchanger.comm,
                             staging="device-aware" if aware else "device", backend=backend)
 
-    def _put(self, a):
-        a = np.ascontiguousarray(a)
-        self.stats.to_device += 1
-        self.stats.to_device_bytes += a.nbytes
-        return self.be.put(a)
-
-    def _upload(self, dst, src):
-        self.be.copy_to_device(dst[:len(src)] if len(src) < len(dst) else dst, src)
-        self.stats.to_device += 1
-        self.stats.to_device_bytes += src.nbytes
-
     def set_matrix(self, A) -> None:
         """The coefficients of ``A`` and its inverse diagonal (Jacobi), copied in."""
         n = self.m.n
-        self._upload(self.m.data, A.data)
+        self.copies.upload(self.m.data, A.data)
         np.divide(1.0, A.diag[:n], out=self._invd[:n])
-        self._upload(self.v.invd, self._invd[:n])
+        self.copies.upload(self.v.invd, self._invd[:n])
 
     def _matvec(self, x, y):
         self.ex.exchange([x])
@@ -68,12 +57,10 @@ class DeviceBiCGStab:
         """``krylov.bicgstab`` without a preconditioner object (Jacobi): ``x`` (host, the
         first guess) improved in place on the owned rows."""
         n = self.m.n
-        self._upload(self.v.b, np.ascontiguousarray(b[:n]))
-        self._upload(self.v.x, np.ascontiguousarray(x[:n]))
+        self.copies.upload(self.v.b, b[:n])
+        self.copies.upload(self.v.x, x[:n])
         info = self._iterate(tol, max_iter, red, rel_tol)
-        self.be.copy_to_host(x[:n], self.v.x[:n])
-        self.stats.to_host += 1
-        self.stats.to_host_bytes += 8 * n
+        self.copies.download(x[:n], self.v.x)
         return info
 
     def _iterate(self, tol, max_iter, red, rel_tol) -> SolveInfo:
@@ -119,9 +106,5 @@ class DeviceBiCGStab:
         return info
 
     def profile(self) -> dict:
-        st = self.stats.as_dict()
-        st["to_host"] += self.k.reads
-        st["to_host_bytes"] += self.k.read_bytes
-        return {**st, "reduction_reads": self.k.reads, "halo_copies": self.ex.stats.copies,
-                "halo_copy_bytes": self.ex.stats.copy_bytes,
-                "halo_exchanges": self.ex.stats.calls}
+        """Copies and bytes each way, reductions' read-backs and device halos included."""
+        return self.copies.profile(self.k, [self.ex])

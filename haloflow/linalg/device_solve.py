@@ -7,7 +7,7 @@ side and the first guess in, runs FCG(1) with the K-cycle (or AMLI, or V) cycle 
 device, kernel for kernel the arithmetic of ``krylov.fcg`` with ``AMG.apply``
 (:mod:`haloflow.backends.cuda_sparse`), and copies the answer out.
 
-What crosses PCI-E during a solve, each copy and its bytes counted in ``stats``
+What crosses PCI-E during a solve, each copy and its bytes counted in ``copies``
 (profile.json's ``device`` table):
 - each fused reduction's scalars, which the host needs to steer the iteration;
 - the coarsest level's right-hand side and solution, which the host's Cholesky solves (at
@@ -20,7 +20,6 @@ What crosses PCI-E during a solve, each copy and its bytes counted in ``stats``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -35,17 +34,45 @@ class DeviceSolveUnsupported(ValueError):
     """The hierarchy has a shape the device solve does not know; says what, in one line."""
 
 
-@dataclass
-class Transfers:
-    """Copies between host and device memory and their bytes, each way."""
+class Copies:
+    """Every copy between host and device memory a device solve makes, each counted with
+    its bytes, each way (profile.json's ``device`` table)."""
 
-    to_device: int = 0
-    to_device_bytes: int = 0
-    to_host: int = 0
-    to_host_bytes: int = 0
+    def __init__(self, backend):
+        self.be = backend
+        self.to_device = self.to_device_bytes = self.to_host = self.to_host_bytes = 0
 
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
+    def put(self, a):
+        """A new device array holding host array ``a`` as it is."""
+        a = np.ascontiguousarray(a)
+        self.to_device += 1
+        self.to_device_bytes += a.nbytes
+        return self.be.put(a)
+
+    def upload(self, dst, src) -> None:
+        """Host ``src`` into the first ``len(src)`` entries of device array ``dst``."""
+        src = np.ascontiguousarray(src)
+        self.be.copy_to_device(dst[:len(src)] if len(src) < len(dst) else dst, src)
+        self.to_device += 1
+        self.to_device_bytes += src.nbytes
+
+    def download(self, dst, src) -> None:
+        """The first ``len(dst)`` entries of device array ``src`` into host ``dst``."""
+        self.be.copy_to_host(dst, src[:len(dst)] if len(dst) < len(src) else src)
+        self.to_host += 1
+        self.to_host_bytes += dst.nbytes
+
+    def profile(self, kernels, exchangers) -> dict:
+        """These copies with the reductions' read-backs of ``kernels`` (a
+        :class:`~haloflow.backends.cuda_sparse.CudaSparse`), and the halo exchanges and
+        staging copies of the device ``exchangers``."""
+        return {"to_device": self.to_device, "to_device_bytes": self.to_device_bytes,
+                "to_host": self.to_host + kernels.reads,
+                "to_host_bytes": self.to_host_bytes + kernels.read_bytes,
+                "reduction_reads": kernels.reads,
+                "halo_copies": sum(e.stats.copies for e in exchangers),
+                "halo_copy_bytes": sum(e.stats.copy_bytes for e in exchangers),
+                "halo_exchanges": sum(e.stats.calls for e in exchangers)}
 
 
 def _concat(parts) -> np.ndarray:
@@ -83,7 +110,7 @@ class DeviceSolve:
                                          "factored coarsest one")
         self.amg, self.be = amg, backend
         self.k = backend.sparse()
-        self.stats = Transfers()
+        self.copies = Copies(backend)
         self.exchangers = []  # the device exchangers, for their counters
         self.levels = [self._level(i, lev, strategy, staging)
                        for i, lev in enumerate(amg.levels)]
@@ -92,15 +119,9 @@ class DeviceSolve:
                                    **{v: backend.empty(ncols) for v in ("x", "r", "z", "p", "q")})
         m = max(last.n, 1)  # the coarsest level's vectors on the host
         self._host_coarse = (backend.host_empty(m), backend.host_empty(m))
-        self._upload_coefficients()
+        self._copy_coefficients()
 
     # -- the hierarchy on the device --------------------------------------------------------------
-    def _put(self, a):
-        a = np.ascontiguousarray(a)
-        self.stats.to_device += 1
-        self.stats.to_device_bytes += a.nbytes
-        return self.be.put(a)
-
     def _level(self, i, lev, strategy, staging):
         """A level's pattern, wavefronts and transfers on the device (once), its
         coefficients and work vectors allocated (the coarsest level: b and x only)."""
@@ -112,13 +133,14 @@ class DeviceSolve:
             d.b, d.x = be.empty(m), be.empty(m)
             return d
         rows, ptr = wavefronts(lev.indptr, lev.indices, lev.n)
-        d.ip, d.ix, d.dp = self._put(lev.indptr), self._put(lev.indices), self._put(lev.diag_pos)
-        d.sweep = (self._put(rows), ptr)
+        put = self.copies.put
+        d.ip, d.ix, d.dp = put(lev.indptr), put(lev.indices), put(lev.diag_pos)
+        d.sweep = (put(rows), ptr)
         if lev.cut is not None:
             rows, ptr = _cut_schedule(lev)
-            d.cut = (self._put(rows), ptr)
+            d.cut = (put(rows), ptr)
         nx = lev.next
-        d.agg, d.nc = self._put(np.asarray(nx.agg, np.int64)), nx.ncols
+        d.agg, d.nc = put(np.asarray(nx.agg, np.int64)), nx.ncols
         d.data = be.empty(max(len(lev.indices), 1))
         d.dinv = be.empty(max(lev.n, 1))
         if i > 0:
@@ -137,30 +159,19 @@ class DeviceSolve:
         return SimpleNamespace(rc=self.be.empty(max(len(rd.rc), 1)),
                                piece=self.be.host_empty(max(rd.n, 1)),
                                whole=self.be.host_empty(max(rd.rhs.total, 1)),
-                               cols=self._put(np.asarray(rd.cols, np.int64)), plan=rd)
+                               cols=self.copies.put(np.asarray(rd.cols, np.int64)), plan=rd)
 
-    def _upload(self, dst, src):
-        src = np.ascontiguousarray(src)
-        self.be.copy_to_device(dst[:len(src)] if len(src) < len(dst) else dst, src)
-        self.stats.to_device += 1
-        self.stats.to_device_bytes += src.nbytes
-
-    def _download(self, dst, src):
-        self.be.copy_to_host(dst, src[:len(dst)] if len(dst) < len(src) else src)
-        self.stats.to_host += 1
-        self.stats.to_host_bytes += dst.nbytes
-
-    def _upload_coefficients(self):
+    def _copy_coefficients(self):
         for d, lev in zip(self.levels, self.amg.levels, strict=True):
             if not d.coarsest:
-                self._upload(d.data, lev.data)
-                self._upload(d.dinv, lev.dinv[:lev.n])
+                self.copies.upload(d.data, lev.data)
+                self.copies.upload(d.dinv, lev.dinv[:lev.n])
 
     def refresh(self):
         """New fine coefficients: the host's refresh (Galerkin products, smoother diagonals,
         the coarsest factors), then every level's coefficients copied to the device."""
         self.amg.refresh()
-        self._upload_coefficients()
+        self._copy_coefficients()
 
     # -- the cycle --------------------------------------------------------------------------------
     def _exchange(self, i, x):
@@ -222,9 +233,9 @@ class DeviceSolve:
         rd = d.rd
         if rd is not None:
             n = rd.plan.n
-            self._download(rd.piece[:n], rd.rc)
+            self.copies.download(rd.piece[:n], rd.rc)
             rd.plan.rhs.allgather(rd.piece[:n], rd.whole)
-            self._upload(nxt.b, rd.whole[:rd.plan.rhs.total])
+            self.copies.upload(nxt.b, rd.whole[:rd.plan.rhs.total])
         e = self._solve(i + 1)
         if rd is None:
             return e
@@ -252,10 +263,10 @@ class DeviceSolve:
         f = lev.lu
         hb, hx = self._host_coarse
         n = lev.n
-        self._download(hb[:n], d.b)
+        self.copies.download(hb[:n], d.b)
         lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, lev.pinned,
                  hb[:n], hx[:n], f.y)
-        self._upload(d.x, hx[:n])
+        self.copies.upload(d.x, hx[:n])
 
     def _kcycle(self, i, b, x):
         """``AMG._kcycle`` on the device."""
@@ -308,8 +319,8 @@ class DeviceSolve:
         red = self.amg.levels[0].red
         ex = d0.ex
         n = d0.n
-        self._upload(t.b, b[:n])
-        self._upload(t.x, x[:n])
+        self.copies.upload(t.b, b[:n])
+        self.copies.upload(t.x, x[:n])
         if ex is not None:
             ex.exchange([t.x])
         k.residual(d0, t.x, t.b, t.r)
@@ -335,20 +346,12 @@ class DeviceSolve:
                 break
             k.direction(t.z, zq / pq, t.p, n)
         info.converged = bool(info.res <= tol)
-        self._download(x[:n], t.x)
+        self.copies.download(x[:n], t.x)
         return info
 
     def profile(self) -> dict:
-        """Copies and bytes each way (the reductions' read-backs included) and the device
-        exchangers' staging copies."""
-        st = self.stats.as_dict()
-        st["to_host"] += self.k.reads
-        st["to_host_bytes"] += self.k.read_bytes
-        halo_copies = sum(e.stats.copies for e in self.exchangers)
-        halo_bytes = sum(e.stats.copy_bytes for e in self.exchangers)
-        return {**st, "reduction_reads": self.k.reads,
-                "halo_copies": halo_copies, "halo_copy_bytes": halo_bytes,
-                "halo_exchanges": sum(e.stats.calls for e in self.exchangers)}
+        """Copies and bytes each way, reductions' read-backs and device halos included."""
+        return self.copies.profile(self.k, self.exchangers)
 
 
 class _Moves:
@@ -362,7 +365,8 @@ class _Moves:
         self.out_idx, self.in_idx = _concat(xfer.out_idx), _concat(xfer.in_idx)
         self.out_bounds = np.cumsum([0] + [len(i) for i in xfer.out_idx])
         self.in_bounds = np.cumsum([0] + [len(i) for i in xfer.in_idx])
-        self.d_out_idx, self.d_in_idx = solve._put(self.out_idx), solve._put(self.in_idx)
+        self.d_out_idx = solve.copies.put(self.out_idx)
+        self.d_in_idx = solve.copies.put(self.in_idx)
         no, ni = max(len(self.out_idx), 1), max(len(self.in_idx), 1)
         self.d_out, self.d_in = be.empty(no), be.empty(ni)
         self.h_out, self.h_in = be.host_empty(no), be.host_empty(ni)
@@ -373,7 +377,7 @@ class _Moves:
         if not m:
             return
         self.s.k.gather(v, d_idx, dev, m)
-        self.s._download(host[:m], dev)
+        self.s.copies.download(host[:m], dev)
         for k, buf in enumerate(bufs):
             buf[:] = host[bounds[k]:bounds[k + 1]]
 
@@ -384,7 +388,7 @@ class _Moves:
             return
         for k, buf in enumerate(bufs):
             host[bounds[k]:bounds[k + 1]] = buf
-        self.s._upload(dev, host[:m])
+        self.s.copies.upload(dev, host[:m])
         self.s.k.scatter(v, d_idx, dev, m, add)
 
     def accumulate(self, v):
