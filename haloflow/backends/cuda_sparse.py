@@ -267,7 +267,7 @@ class CudaSparse:
     def _grid(self, n):
         return (max(n, 1) + self.t - 1) // self.t, self.t
 
-    def _rgrid(self, n):
+    def reduction_grid(self, n):
         return min((max(n, 1) + self.t - 1) // self.t, self.rb), self.t
 
     def _result(self, m):
@@ -354,7 +354,7 @@ class CudaSparse:
     # fused reductions -------------------------------------------------------------------
     def bicg_xr(self, x, phat, shat, r, s, t, alpha, omega, r0, n):
         self._zero_out()
-        _bicg_xr[self._rgrid(n)](x, phat, shat, r, s, t, alpha, omega, r0, n, self._out)
+        _bicg_xr[self.reduction_grid(n)](x, phat, shat, r, s, t, alpha, omega, r0, n, self._out)
         return self._result(2)
 
     def dots(self, pairs, n):
@@ -362,15 +362,15 @@ class CudaSparse:
         self._zero_out()
         us = tuple(u for u, _ in pairs)
         vs = tuple(v for _, v in pairs)
-        _dots[self._rgrid(n)](us, vs, n, self._out)
+        _dots[self.reduction_grid(n)](us, vs, n, self._out)
         return self._result(len(pairs))
 
     def fcg_step(self, x, r, p, q, alpha, n):
         self._zero_out()
-        _fcg_step[self._rgrid(n)](x, r, p, q, alpha, n, self._out)
+        _fcg_step[self.reduction_grid(n)](x, r, p, q, alpha, n, self._out)
         return self._result(1)[0]
 
     def spmv_dots(self, m, p, q, r):
         self._zero_out()
-        _spmv_dots[self._rgrid(m.n)](m.ip, m.ix, m.data, p, q, r, m.n, self._out)
+        _spmv_dots[self.reduction_grid(m.n)](m.ip, m.ix, m.data, p, q, r, m.n, self._out)
         return self._result(2)

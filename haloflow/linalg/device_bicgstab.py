@@ -63,6 +63,16 @@ class DeviceBiCGStab:
         self.copies.download(x[:n], self.v.x)
         return info
 
+    def solve_on_device(self, b, x, tol, max_iter, red, rel_tol: float = 0.0) -> SolveInfo:
+        """:meth:`solve` of device arrays ``b`` and ``x``, with the coefficients and the
+        inverse diagonal the caller left in ``m.data`` and ``v.invd``."""
+        n = self.m.n
+        self.k.copy(b, self.v.b, n)
+        self.k.copy(x, self.v.x, n)
+        info = self._iterate(tol, max_iter, red, rel_tol)
+        self.k.copy(self.v.x, x, n)
+        return info
+
     def _iterate(self, tol, max_iter, red, rel_tol) -> SolveInfo:
         k, v, m = self.k, self.v, self.m
         n = m.n

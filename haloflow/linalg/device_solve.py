@@ -161,17 +161,24 @@ class DeviceSolve:
                                whole=self.be.host_empty(max(rd.rhs.total, 1)),
                                cols=self.copies.put(np.asarray(rd.cols, np.int64)), plan=rd)
 
-    def _copy_coefficients(self):
-        for d, lev in zip(self.levels, self.amg.levels, strict=True):
+    def _copy_coefficients(self, top: bool = True):
+        for i, (d, lev) in enumerate(zip(self.levels, self.amg.levels, strict=True)):
             if not d.coarsest:
-                self.copies.upload(d.data, lev.data)
+                if top or i:
+                    self.copies.upload(d.data, lev.data)
                 self.copies.upload(d.dinv, lev.dinv[:lev.n])
 
-    def refresh(self):
+    def share_top(self, data) -> None:
+        """Read the top level's coefficients from device array ``data``, which the caller
+        fills (the device step assembles the pressure matrix there)."""
+        self.levels[0].data = data
+
+    def refresh(self, top: bool = True):
         """New fine coefficients: the host's refresh (Galerkin products, smoother diagonals,
-        the coarsest factors), then every level's coefficients copied to the device."""
+        the coarsest factors), then every level's coefficients copied to the device, the
+        top level's unless ``top`` is false (they are on the device already)."""
         self.amg.refresh()
-        self._copy_coefficients()
+        self._copy_coefficients(top)
 
     # -- the cycle --------------------------------------------------------------------------------
     def _exchange(self, i, x):
@@ -315,12 +322,29 @@ class DeviceSolve:
     def solve(self, b, x, tol, max_iter, ws=None, rel_tol: float = 0.0) -> SolveInfo:
         """``krylov.fcg`` with ``AMG.apply``: ``x`` (host, the first guess) is improved in
         place on the owned rows; ``ws`` is not used (the work vectors live on the device)."""
+        t, n = self.top, self.levels[0].n
+        self.copies.upload(t.b, b[:n])
+        self.copies.upload(t.x, x[:n])
+        info = self._fcg(tol, max_iter, rel_tol)
+        self.copies.download(x[:n], t.x)
+        return info
+
+    def solve_on_device(self, b, x, tol, max_iter, rel_tol: float = 0.0) -> SolveInfo:
+        """:meth:`solve` of device arrays: nothing crosses PCI-E but the reductions'
+        scalars and the coarsest level's vectors."""
+        t, n = self.top, self.levels[0].n
+        self.k.copy(b, t.b, n)
+        self.k.copy(x, t.x, n)
+        info = self._fcg(tol, max_iter, rel_tol)
+        self.k.copy(t.x, x, n)
+        return info
+
+    def _fcg(self, tol, max_iter, rel_tol) -> SolveInfo:
+        """FCG(1) from ``top.x`` for ``top.b``, on the device."""
         k, t, d0 = self.k, self.top, self.levels[0]
         red = self.amg.levels[0].red
         ex = d0.ex
         n = d0.n
-        self.copies.upload(t.b, b[:n])
-        self.copies.upload(t.x, x[:n])
         if ex is not None:
             ex.exchange([t.x])
         k.residual(d0, t.x, t.b, t.r)
@@ -346,7 +370,6 @@ class DeviceSolve:
                 break
             k.direction(t.z, zq / pq, t.p, n)
         info.converged = bool(info.res <= tol)
-        self.copies.download(x[:n], t.x)
         return info
 
     def profile(self) -> dict:

@@ -87,6 +87,10 @@ class StepMonitor:
         with self.timers("monitor"):
             dv, a, b = self.red.sum(*step_norms(self.owner, lm.neighbour, phi, U, U_old,
                                                 self.vol, self.comps, n, self.work))
+        return self.judge(dv, a, b, dt, time)
+
+    def judge(self, dv: float, a: float, b: float, dt: float, time: float):
+        """``(continuity, change)`` from the global sums of :func:`step_norms`."""
         rms = np.sqrt(b / self.total_volume)
         if not np.isfinite(a + b + dv) or rms > DIVERGED_SPEED * self.u_ref:
             raise DivergenceError(

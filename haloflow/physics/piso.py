@@ -122,6 +122,20 @@ class PisoSolver:
         if self.closure.ghosts:  # a closure of the initial velocity, ghosts exchanged once
             self.ex.exchange(self.momentum.u_fields)
             self.closure.start(self)
+        self.device_step = None  # the whole step on the device, where it can do the case's
+        self.device_step_lacks = None  # else what it lacks (the linear solves alone go there)
+        if device is not None:
+            from .device_piso import DeviceStep, unsupported
+
+            self.device_step_lacks = unsupported(self, s)
+            if self.device_step_lacks is None:
+                self.device_step = DeviceStep(self, device)
+
+    def to_host(self) -> None:
+        """Bring the host's fields up to date where the step runs on a device (else they
+        are)."""
+        if self.device_step is not None:
+            self.device_step.to_host()
 
     def _hydrostatic(self) -> None:
         """A fluid at rest starts in hydrostatic balance: ``p_rgh`` from the pressure equation
@@ -192,6 +206,7 @@ class PisoSolver:
         ``(k, n)`` over local cells: the owned ones are saved) or ``"face"`` (over local
         faces), and ``extra`` holds JSON scalars.  Each part with fields of its own adds
         them through ``state()`` and takes them back through ``restore(values, extra)``."""
+        self.to_host()
         arrays = {"U": (self.U, "cell"), "p": (self.p, "cell"), "phi": (self.phi, "face"),
                   "grad_p": (self.grad, "cell")}
         extra = {"time": self.time, "grad_current": self.pressure.grad_current}
@@ -218,8 +233,12 @@ class PisoSolver:
         self.pressure.grad_current = bool(extra["grad_current"])
         for part in self._state_parts():
             part.restore(values, extra)
+        if self.device_step is not None:
+            self.device_step.host_changed()
 
     def step(self) -> StepInfo:
+        if self.device_step is not None:
+            return StepInfo(*self.device_step.step())
         if self.inflow is not None:  # the inlet of the step about to be solved
             self.inflow.advance(self.bc.u_value, round(self.time / self.dt) + 1)
         self.ts.begin_step(self.U)

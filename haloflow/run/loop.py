@@ -150,6 +150,7 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
     lp.seconds = time.perf_counter() - t_loop
     lp.balance = balancer.summary() if balancer is not None else None
     solver = run.solver
+    solver.to_host()  # the fields the report and its files read
     if saver is not None:
         lp.checkpoints, lp.checkpoint_s = saver.written, saver.seconds
     if root:
@@ -164,6 +165,7 @@ def _record(run, lp: Loop, info, t_loop: float, samplers: list) -> None:
 
     solver, timers = run.solver, run.timers
     if samplers:  # collective: one allreduce each
+        solver.to_host()
         with timers("monitor"):
             for post in samplers:
                 post.sample(solver)
@@ -206,6 +208,7 @@ def _write_due(run, saver, series, sched, lp: Loop, checkpoint: bool, fields: bo
     """Collective, timed as "io": the checkpoint and the field series file due now."""
     step = lp.last_step
     with run.timers("io"):
+        run.solver.to_host()
         if checkpoint:
             lp.checkpoint = saver.write(step, run.solver.time)
             sched.wrote_checkpoint(step)

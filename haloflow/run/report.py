@@ -55,10 +55,13 @@ def log_setup(run, outdir: Path, log) -> None:
         f"({case.parallel.staging} staging), "
         f"decomposition {case.parallel.decomposition}")
     device = getattr(getattr(solver, "pressure", None), "device", None)
-    if device is not None:
+    if getattr(solver, "device_step", None) is not None:
+        log(f"  the whole step runs on {device.describe()}; the AMG's refresh on the host")
+    elif device is not None:
         on = "the pressure and momentum solves" if solver.momentum.device is not None else \
             "the pressure solve"
-        log(f"  {on} run on {device.describe()}; the rest on the host")
+        log(f"  {on} run on {device.describe()}; the rest on the host (the whole step "
+            f"on the device lacks {solver.device_step_lacks})")
     log(f"  cells per rank {own.min()}..{own.max()} (imbalance {own.max() / own.mean():.3f}), "
         f"ghosts {sum(c[1] for c in counts)}, neighbours per rank max "
         f"{max(c[2] for c in counts)}")
@@ -154,6 +157,8 @@ def _device_profile(solver) -> dict | None:
     out = {"device": pressure.device.describe(), "pressure": pressure.device_profile()}
     if momentum is not None and momentum.device is not None:
         out["momentum"] = momentum.device.profile()
+    if getattr(solver, "device_step", None) is not None:
+        out["step"] = solver.device_step.profile()
     return out
 
 

@@ -195,11 +195,11 @@ def test_node_aware_placement_on_eight_ranks_matches_serial(haloflow_mpi, tmp_pa
 
 @pytest.mark.mpi
 def test_cuda_backend_equals_the_cpu_run_on_2_ranks(haloflow_mpi, tmp_path, monkeypatch):
-    """The GPU issue's check: three steps of the 16 x 16 cavity on 2 ranks with the pressure
-    and momentum solved on the (simulated) device equal the host run to 1e-10; the device's
-    halo copies are the aggregated strategy's two per exchange.  METIS's jagged cut makes
-    aggregates span the ranks (their partial sums cross on the device's transfers), and the
-    rows along it are swept again after each exchange."""
+    """The GPU issue's check: three steps of the 16 x 16 cavity on 2 ranks with the whole
+    step on the (simulated) device equal the host run to 1e-10; the device's halo copies
+    are the aggregated strategy's two per exchange.  METIS's jagged cut makes aggregates
+    span the ranks (their partial sums cross on the device's transfers), and the rows along
+    it are swept again after each exchange."""
     fields = {}
     for backend in ("cpu", "cuda"):
         monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1" if backend == "cuda" else "0")
@@ -209,13 +209,13 @@ def test_cuda_backend_equals_the_cpu_run_on_2_ranks(haloflow_mpi, tmp_path, monk
         assert s["backend"] == backend
         fields[backend] = read_fields(out)
         log = (out / "log.txt").read_text()
-        assert ("pressure and momentum solves run on cuda (numba's CUDA simulator" in log) == (
+        assert ("the whole step runs on cuda (numba's CUDA simulator" in log) == (
             backend == "cuda")
     for name in ("U", "p"):
         a, b = fields["cpu"][name], fields["cuda"][name]
         assert np.abs(a - b).max() <= 1e-10 * np.abs(a).max(), name
     devices = json.loads((tmp_path / "cuda" / "profile.json").read_text())["device"]
-    for solve in ("pressure", "momentum"):
-        dev = devices[solve]
+    for part in ("pressure", "momentum", "step"):
+        dev = devices[part]
         assert dev["halo_exchanges"] > 0 and dev["halo_copies"] == 2 * dev["halo_exchanges"]
-        assert dev["to_host"] > dev["reduction_reads"] > 0 and dev["to_device"] > 0
+        assert dev["to_host"] >= dev["reduction_reads"] > 0 and dev["to_device"] > 0

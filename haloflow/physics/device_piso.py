@@ -1,0 +1,287 @@
+"""A whole PISO step on a device backend (``solver.backend = "cuda"``).
+
+The fields live on the device between steps; the step assembles the momentum equation,
+solves it (:class:`~haloflow.linalg.device_bicgstab.DeviceBiCGStab`), builds ``H/A`` and
+the Rhie-Chow fluxes, assembles and solves the pressure equation
+(:class:`~haloflow.linalg.device_solve.DeviceSolve`) and corrects fluxes and velocity with
+the kernels of :mod:`haloflow.backends.cuda_step`, each the twin of the host kernel that
+:class:`~haloflow.physics.piso.PisoSolver` calls, with the halos exchanged on the device by
+the run's strategy.  Its fields equal the host step's to the solvers' round-off.
+
+What still crosses PCI-E each step, counted in ``profile()`` with the solvers' copies: the
+reductions' scalars, the pressure matrix once per step for the AMG's refresh on the host
+(Galerkin sums and the coarsest factors), and the refreshed coarse levels back.  The host's
+copies of ``U``, ``p``, ``phi`` and ``grad p`` are brought up to date by :meth:`to_host`
+only where something on the host reads them (samplers, field files, checkpoints, the
+report at the end).
+
+Laminar PISO with implicit Euler, Gauss gradients, upwind or linear convection, orthogonal
+meshes, BiCGStab-Jacobi momentum and AMG-CG pressure: :func:`unsupported` names what else a
+case asks for, and such a case runs with the linear solves alone on the device.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..backends import cuda_step as ks
+from ..linalg.device_solve import Copies
+from ..parallel import halo
+
+
+def unsupported(flow, solver) -> str | None:
+    """What of this case the device step does not do yet (None: it does it all)."""
+    s = solver
+    checks = (
+        (flow.algorithm != "piso", f"the {flow.algorithm.upper()} algorithm"),
+        (flow.closure.name != "laminar", f"the {flow.closure.name} closure"),
+        (flow.energy is not None, "heat transfer"),
+        (flow.nonorth, "non-orthogonal corrections"),
+        (flow.gradient.scheme != "gauss", f"{flow.gradient.scheme} gradients"),
+        (s.convection not in ("linear", "upwind"), f"{s.convection} convection"),
+        (s.momentum.method != "bicgstab-jacobi", f"momentum by {s.momentum.method}"),
+        (flow.inflow is not None, "fluctuating inlets"),
+        (s.time_scheme != "euler", f"the {s.time_scheme} time scheme"),
+        (s.residual_norm != "relative", f"{s.residual_norm} residuals"),
+    )
+    asked = [what for bad, what in checks if bad]
+    return ", ".join(asked) if asked else None
+
+
+class DeviceStep:
+    """The state and one-step advance of ``flow`` (a :class:`~.piso.PisoSolver`) on
+    ``backend``'s device; the host solver keeps its set-up, its AMG and its host fields."""
+
+    def __init__(self, flow, backend):
+        self.flow, self.be = flow, backend
+        self.k = backend.sparse()
+        self.copies = Copies(backend)
+        lm, bc, fc = flow.lm, flow.bc, flow.fc
+        put = self.copies.put
+        n, nc, nf = lm.n_owned, lm.n_cells, lm.n_faces
+        owner = flow.momentum.owner  # the visited faces (empty patches at the end left out)
+        self.n, self.ni, self.nvis = n, lm.n_internal, len(owner)
+        ptr, ent, bptr, bfc = ks.cell_faces(lm, owner, bc.u_kind)
+        pat = flow.momentum.M.pattern
+        i64 = np.int64
+        self.mesh = SimpleNamespace(
+            ptr=put(ptr), ent=put(ent), bptr=put(bptr), bfc=put(bfc),
+            owner=put(owner.astype(i64)), neighbour=put(lm.neighbour.astype(i64)),
+            weight=put(fc.weight), gdiff=put(fc.gdiff), vol=put(lm.geometry.cell_volumes),
+            sf=put(lm.geometry.face_areas), ukind=put(bc.u_kind.astype(i64)),
+            uvalue=put(bc.u_value), pkind=put(bc.p_kind.astype(i64)),
+            pvalue=put(bc.p_value), nu=put(flow.closure.nu_face),
+            solved=put(np.array([d in flow.comps for d in range(3)])),
+            dpos=put(pat.diag_pos.astype(i64)), upos=put(pat.upper_pos.astype(i64)),
+            lpos=put(pat.lower_pos.astype(i64)))
+        self.linear = flow.momentum.linear
+
+        def zeros(m):  # as the host's arrays start (a component not solved stays zero)
+            return put(np.zeros(max(m, 1)))
+
+        def cells(m=nc):
+            return [zeros(m) for _ in range(3)]
+
+        guess = flow.ts.U_prev is not None
+        self.f = SimpleNamespace(
+            u=cells(), uo=cells(), up=cells() if guess else None, grad=cells(m=n),
+            h=cells(), b0=cells(m=n), rau=zeros(nc), p=zeros(nc), phi=zeros(nf),
+            phiH=zeros(nf), g=zeros(nf), rhs=zeros(n), diag=zeros(n), pdata=zeros(pat.nnz),
+            pdiag=zeros(n))
+        self.bicg = flow.momentum.device
+        ex = flow.ex
+        aware = ex.space.name.startswith("device-aware")  # else MPI on host buffers
+        self.ex = halo.make(ex.name, lm, ex.comm, staging="device-aware" if aware else "device",
+                            backend=backend)
+        self._out = backend.empty(3)
+        self._read = backend.host_empty(3)
+        self.on_device = False  # the device's fields are the run's (else: the host's)
+        self.host_stale = False  # the host's copies lag behind the device's
+
+    # -- between host and device ----------------------------------------------------------------
+    def to_device(self) -> None:
+        """The host's fields (set-up, a restart) copied in; the pressure gradient made
+        current first where the host has none."""
+        fl, f, up = self.flow, self.f, self.copies.upload
+        n = self.n
+        if not fl.pressure.grad_current:
+            fl.gradient(fl.p, fl.bc.p_kind, fl.bc.p_value, fl.grad)
+            fl.pressure.grad_current = True
+        for d in range(3):
+            up(f.u[d], fl.U[d])
+            up(f.uo[d], fl.ts.U_old[d])
+            up(f.grad[d], fl.grad[d, :n])
+        up(f.p, fl.p)
+        up(f.phi, fl.phi)
+        self.on_device, self.host_stale = True, False
+
+    def to_host(self) -> None:
+        """The host's ``U`` (ghosts included), ``p``, ``phi``, ``grad p`` and ``U^n`` brought
+        up to date, where the device has moved on since."""
+        if not (self.on_device and self.host_stale):
+            return
+        fl, f, down = self.flow, self.f, self.copies.download
+        n = self.n
+        for d in range(3):
+            down(fl.U[d], f.u[d])
+            down(fl.ts.U_old[d], f.uo[d])
+            down(fl.grad[d, :n], f.grad[d])
+        down(fl.p, f.p)
+        down(fl.phi[:self.nvis], f.phi)
+        self.host_stale = False
+
+    def host_changed(self) -> None:
+        """The host's fields were replaced (a restart): copied in before the next step."""
+        self.on_device = False
+
+    # -- the step -------------------------------------------------------------------------------
+    def step(self):
+        """One PISO step on the device: ``(u_solves, p_solves, continuity, change)``."""
+        fl, f, T = self.flow, self.f, self.flow.timers
+        if not self.on_device:
+            self.to_device()
+        self.host_stale = True
+        use_guess = self._begin_step()
+        with T("assemble"):
+            self._assemble_momentum()
+        if use_guess:
+            g = self._grid(self.n)
+            for d in fl.comps:
+                ks.extrapolate[g](f.u[d], f.up[d], self.n)
+        u_solves = self._predict()
+        p_solves = [self._correct(k == 0, k == fl.n_corr - 1) for k in range(fl.n_corr)]
+        fl.time += fl.dt
+        with T("monitor"):
+            sums = self._reduce(ks.step_norms, self.mesh.ptr, self.mesh.ent, self.mesh.bptr,
+                                self.mesh.bfc, f.phi, *f.u, *f.uo, self.mesh.vol,
+                                self.mesh.solved, self.n)
+            dv, a, b = fl.red.sum(*sums)
+        continuity, change = fl.monitor.judge(dv, a, b, fl.dt, fl.time)
+        return u_solves, p_solves, continuity, change
+
+    def _grid(self, n):
+        t = self.be.threads
+        return (max(n, 1) + t - 1) // t, t
+
+    def _reduce(self, kernel, *args) -> tuple:
+        """A reduction kernel's three scalars, read back."""
+        self.k.fill(self._out, 0.0, 3)
+        kernel[self.k.reduction_grid(self.n)](*args, self._out)
+        self._out.copy_to_host(self._read)
+        self.k.reads += 1  # counted as the solvers' reductions are
+        self.k.read_bytes += self._read.nbytes
+        return tuple(float(v) for v in self._read)
+
+    def _begin_step(self) -> bool:
+        """``time.Euler.begin_step`` and ``guess`` on the device's arrays (the host scheme's
+        flags kept as it keeps them); whether the first guess is extrapolated."""
+        ts, f = self.flow.ts, self.f
+        if f.up is not None:
+            f.up, f.uo = f.uo, f.up
+            ts.has_prev = ts.stepped
+        for d in range(3):
+            self.k.copy(f.u[d], f.uo[d], self.flow.lm.n_cells)
+        ts.stepped = True
+        return f.up is not None and ts.has_prev
+
+    def _assemble_momentum(self) -> None:
+        fl, f, m = self.flow, self.f, self.mesh
+        data = self.bicg.m.data
+        ks.momentum_cells[self._grid(self.n)](
+            m.ptr, m.ent, m.bptr, m.bfc, m.owner, m.neighbour, m.weight, f.phi, m.gdiff, m.nu,
+            m.vol, fl.ts.ddt, m.ukind, m.uvalue, m.sf, *f.u, *f.u, self.linear, m.solved,
+            f.diag, *f.b0, data, m.dpos, self.ni, self.n)
+        ks.momentum_faces[self._grid(self.ni)](m.owner, m.neighbour, f.phi, m.gdiff, m.nu,
+                                               m.upos, m.lpos, data, self.ni)
+        ks.inverse[self._grid(self.n)](f.diag, self.bicg.v.invd, self.n)
+
+    def _predict(self) -> list:
+        fl, f, cfg = self.flow, self.f, self.flow.momentum.cfg
+        out = []
+        with fl.timers("solve_U"):
+            for d in fl.comps:
+                ks.momentum_rhs[self._grid(self.n)](f.b0[d], self.mesh.vol, f.grad[d], f.rhs,
+                                                   self.n)
+                out.append(self.bicg.solve_on_device(f.rhs, f.u[d], cfg.tol, cfg.max_iter,
+                                                     fl.red, cfg.rel_tol))
+        with fl.timers("halo"):
+            self.ex.exchange([f.u[d] for d in fl.comps])
+        return out
+
+    def _correct(self, first: bool, last: bool):
+        """One pressure correction: ``H/A``, fluxes and the pressure system (its matrix
+        only on the ``first``), the solve, then fluxes, gradient and velocity."""
+        fl, f, m, T = self.flow, self.f, self.mesh, self.flow.timers
+        n = self.n
+        with T("assemble"):
+            ks.h_by_a[self._grid(n)](self.bicg.m.ip, self.bicg.m.ix, self.bicg.m.data, m.dpos,
+                                     f.diag, *f.u, *f.b0, m.vol, m.solved, *f.h, f.rau, n)
+        with T("halo"):
+            self.ex.exchange([f.h[d] for d in fl.comps] + ([f.rau] if first else []))
+        with T("fluxes"):
+            ks.face_fluxes[self._grid(self.nvis)](
+                m.owner, m.neighbour, m.weight, m.sf, m.gdiff, *f.h, f.rau, m.ukind, m.uvalue,
+                m.pkind, f.phiH, f.g, m.upos, m.lpos, f.pdata, first, self.ni, self.nvis)
+            ks.pressure_cells[self._grid(n)](m.ptr, m.ent, m.bptr, m.bfc, f.phiH, f.g,
+                                             m.pkind, m.pvalue, f.pdiag, f.rhs, f.pdata,
+                                             m.dpos, first, self.ni, n)
+        info = self._solve_pressure(first, last)
+        with T("halo"):
+            self.ex.exchange([f.p])
+        with T("fluxes"):
+            ks.correct_faces[self._grid(self.nvis)](m.owner, m.neighbour, f.phiH, f.g, f.p,
+                                                    m.pkind, m.pvalue, f.phi, self.ni,
+                                                    self.nvis)
+            ks.correct_cells[self._grid(n)](m.ptr, m.ent, m.bptr, m.bfc, m.owner, m.neighbour,
+                                            m.weight, m.sf, m.vol, f.p, m.pkind, m.pvalue,
+                                            *f.h, f.rau, m.solved, *f.grad, *f.u, self.ni, n)
+        with T("halo"):
+            self.ex.exchange([f.u[d] for d in fl.comps])
+        return info
+
+    def _solve_pressure(self, first: bool, last: bool):
+        """``Pressure._solve`` on the device: the AMG built (the first time) or refreshed
+        on the host from the new matrix, the free constant pinned where it is singular."""
+        fl, f = self.flow, self.f
+        pe, cfg, lm, red = fl.pressure, fl.pressure.cfg, fl.lm, fl.red
+        n = self.n
+        if pe.singular:
+            with fl.timers("assemble"):
+                mean = red.sum(self._total(f.rhs))[0] / lm.n_cells_global
+                ks.shift[self._grid(n)](f.rhs, mean, n)
+        with fl.timers("solve_p"):
+            if first:
+                self._refresh()
+            info = pe.compiled.solve_on_device(f.rhs, f.p, cfg.tol, cfg.max_iter,
+                                               cfg.final_rel_tol if last else cfg.rel_tol)
+            if pe.singular:
+                mean = red.sum(self._total(f.p))[0] / lm.n_cells_global
+                ks.shift[self._grid(n)](f.p, mean, n)
+        return info
+
+    def _total(self, x) -> float:
+        return self._reduce(ks.total, x, self.n)[0]
+
+    def _refresh(self) -> None:
+        """The new pressure matrix to the host; the AMG built from it the first time
+        (with the ``V/A`` a restart rebuilds it from), else refreshed; the coarse levels
+        back on the device, the top one read where the step assembles it."""
+        pe, f = self.flow.pressure, self.f
+        P = pe.P
+        self.copies.download(P.data, f.pdata)
+        P.diag[:] = P.data[P.pattern.diag_pos]
+        if pe.amg is None:
+            self.copies.download(self.flow.rAU, f.rau)
+            pe._rau = self.flow.rAU
+            pe._build_amg()
+            pe.amg_basis = self.flow.rAU.copy()
+            pe.compiled.share_top(f.pdata)
+        else:
+            pe.compiled.refresh(top=False)
+
+    def profile(self) -> dict:
+        """The step's own copies (fields in and out, the pressure matrix out, reductions)
+        and its halo exchanges."""
+        return self.copies.profile(self.k, [self.ex])
