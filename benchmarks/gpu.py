@@ -22,13 +22,12 @@ each variant from short ``haloflow run --staging device`` runs of the same case.
 Without a CUDA GPU (or with numba's simulator switched on) nothing is timed on a device: the
 script says so, records why in the JSON and exits 0.
 
-Last, the linear solves on the device (``--backend cuda``: one rank, the assembly and the
-rest of the step on the host) against the same run on the CPU: the 2D cavity at
-``--solve-cells``^2 (1M cells by default), ``--solve-steps`` steps, the two runs taking
-turns ``--solve-repeat`` times; seconds per step (the first step left out) and in the
-pressure and velocity solves, pressure iterations, and the device's copies and bytes per
-step.  Only the linear solves have moved to the device so far, so this is not yet the time
-per step of a run on the GPU.
+Last, the cavity's step on the device (``--backend cuda``, one rank: assembly, solves and
+corrections there, the AMG's refresh on the host) against the same run on the CPU: the 2D
+cavity at ``--solve-cells``^2 (1M cells by default), ``--solve-steps`` steps, the two runs
+taking turns ``--solve-repeat`` times; seconds per step (the first step left out) and in
+the pressure and velocity solves, pressure iterations, and the device's copies and bytes
+per step (the solves' and the step's own).
 """
 
 from __future__ import annotations
@@ -130,8 +129,8 @@ def per_step(a, work: Path) -> list[dict]:
     return rows
 
 
-def linear_solves(a, work: Path) -> list[dict]:
-    """The cavity's linear solves on the device against the CPU, 1 rank, runs taking turns."""
+def cavity_step(a, work: Path) -> list[dict]:
+    """The cavity's step on the device against the CPU, 1 rank, runs taking turns."""
     rows = []
     n = a.solve_cells
     for rep in range(a.solve_repeat):
@@ -150,8 +149,8 @@ def linear_solves(a, work: Path) -> list[dict]:
             s = json.loads((out / "summary.json").read_text())
             prof = json.loads((out / "profile.json").read_text())
             steps = max(prof["steps"], 1)
-            dev = {}  # both solves' copies and bytes, summed
-            for part in ("pressure", "momentum"):
+            dev = {}  # both solves' copies and bytes and the step's own, summed
+            for part in ("pressure", "momentum", "step"):
                 for key, value in prof.get("device", {}).get(part, {}).items():
                     dev[key] = dev.get(key, 0) + value
             rows.append({"backend": backend, "repeat": rep, "cells": n * n,
@@ -272,7 +271,7 @@ def main() -> int:
     p.add_argument("--step-ranks", type=int, default=2)
     p.add_argument("--no-per-step", action="store_true")
     p.add_argument("--solve-cells", type=int, default=1024,
-                   help="the linear solves' 2D cavity: cells per direction (default 1024)")
+                   help="the device step's 2D cavity: cells per direction (default 1024)")
     p.add_argument("--solve-steps", type=int, default=6)
     p.add_argument("--solve-repeat", type=int, default=2)
     p.add_argument("--label", default="", help="a note for the title and JSON (e.g. MPS on)")
@@ -307,8 +306,8 @@ def main() -> int:
                     res["results"].append({"ranks": ranks, "label": f"cuda/{staging}",
                                            "data": d, "host_rows": host.get("rows", [])})
             print(_table(res["results"]))
-            res["linear_solves"] = linear_solves(a, work)
-            for r in res["linear_solves"]:
+            res["cavity_step"] = cavity_step(a, work)
+            for r in res["cavity_step"]:
                 print(f"  {r['backend']:<5} " + (f"not run: {r['error']}" if "error" in r else
                       f"{r['s_per_step']:.4f} s/step, solve_p {r['solve_p_s_per_step']:.4f}, "
                       f"solve_U {r['solve_U_s_per_step']:.4f}, "

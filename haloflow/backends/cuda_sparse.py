@@ -251,6 +251,31 @@ def _spmv_dots(ip, ix, data, p, q, r, n, out):
     cuda.atomic.add(out, 1, s2)
 
 
+@cuda.jit
+def _gather_sums(ptr, ent, src, out, m):
+    """``out[e] = sum of src[ent[k]]`` for ``k`` in ``ptr[e]:ptr[e + 1]``, in that order
+    from zero (``amg.galerkin_refresh``'s additions into entry ``e``, as the host makes
+    them)."""
+    e = cuda.grid(1)
+    if e < m:
+        s = 0.0
+        for k in range(ptr[e], ptr[e + 1]):
+            s += src[ent[k]]
+        out[e] = s
+
+
+@cuda.jit
+def _l1_inverse(ip, ix, data, dp, n, out):
+    """``amg.l1_inverse`` of row ``i``."""
+    i = cuda.grid(1)
+    if i < n:
+        s = data[dp[i]]
+        for k in range(ip[i], ip[i + 1]):
+            if ix[k] >= n:
+                s += abs(data[k])
+        out[i] = 1.0 / s
+
+
 class CudaSparse:
     """Launches of the kernels above with the backend's block size.  A fused reduction
     leaves its scalars in a small device array, zeroed before, read back after: ``reads``
@@ -316,6 +341,12 @@ class CudaSparse:
         _prolong_add[self._grid(n)](agg, e, x, n)
 
     # vectors ----------------------------------------------------------------------------
+    def gather_sums(self, ptr, ent, src, out, m):
+        _gather_sums[self._grid(m)](ptr, ent, src, out, m)
+
+    def l1_inverse(self, m):
+        _l1_inverse[self._grid(m.n)](m.ip, m.ix, m.data, m.dp, m.n, m.dinv)
+
     def gather(self, v, idx, out, n):
         if n:
             _gather[self._grid(n)](v, idx, out, n)

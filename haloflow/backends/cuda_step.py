@@ -1,7 +1,9 @@
 """The PISO step's own kernels on the ``cuda`` backend: assembly, fluxes, corrections.
 
-Each kernel is the device twin of a host kernel of :mod:`haloflow.physics` and computes the
-same values bit for bit.  The host kernels loop over faces and add each face's share into
+Each kernel is the device twin of a host kernel of :mod:`haloflow.physics`: the same
+operations in the same order, hence the same values bit for bit in numba's simulator (on a
+GPU, NVVM fuses a multiply and an add into one rounding where it can, so the values agree
+to round-off there).  The host kernels loop over faces and add each face's share into
 its two cells; on a GPU two faces of one cell would race.  Here one thread per owned cell
 gathers its faces' shares instead, from a list of the cell's faces in ascending order
 (internal faces, then boundary faces: the host's order), so every cell sees the host's

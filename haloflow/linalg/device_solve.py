@@ -120,6 +120,38 @@ class DeviceSolve:
         m = max(last.n, 1)  # the coarsest level's vectors on the host
         self._host_coarse = (backend.host_empty(m), backend.host_empty(m))
         self._copy_coefficients()
+        self.sums = self._galerkin_sums()  # None: the refresh runs on the host
+
+    def _galerkin_sums(self):
+        """Per coarse level, which fine entries each of its entries sums (ascending, as
+        ``amg.galerkin_refresh`` adds them; a replicated level's entries in its own order),
+        where the refresh can run on the device: on one rank, where no level's sums cross
+        ranks.  Made once; the coarsest level's entries get a device array to land in."""
+        amg = self.amg
+        if amg.comm.size > 1:
+            return None
+        sums = []
+        for lev, target in zip(amg.levels[:-1], amg.levels[1:], strict=True):
+            nx = lev.next
+            slot = np.asarray(nx.slot, dtype=np.int64)
+            keep = np.flatnonzero(slot >= 0)
+            order = keep[np.argsort(slot[keep], kind="stable")]
+            m = len(target.data)
+            local = m if nx.redundant is None else len(nx.redundant.local.data)
+            counts = np.bincount(slot[keep], minlength=local)
+            if nx.redundant is not None:  # target = local[perm], allgathered from one rank
+                starts = np.concatenate([[0], np.cumsum(counts)])
+                perm = np.asarray(nx.redundant.perm, dtype=np.int64)
+                counts = counts[perm]
+                order = np.concatenate([order[starts[j]:starts[j + 1]] for j in perm]
+                                       or [np.zeros(0, np.int64)])
+            ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            sums.append(SimpleNamespace(ptr=self.copies.put(ptr), ent=self.copies.put(order),
+                                        m=m))
+        last = amg.levels[-1]
+        self._coarsest = (self.be.empty(max(len(last.data), 1)),
+                          self.be.host_empty(max(len(last.data), 1)))
+        return sums
 
     # -- the hierarchy on the device --------------------------------------------------------------
     def _level(self, i, lev, strategy, staging):
@@ -172,6 +204,25 @@ class DeviceSolve:
         """Read the top level's coefficients from device array ``data``, which the caller
         fills (the device step assembles the pressure matrix there)."""
         self.levels[0].data = data
+
+    def refresh_on_device(self) -> None:
+        """:meth:`refresh` with the top level's new coefficients on the device already:
+        the Galerkin sums and smoother diagonals there, level by level, then only the
+        coarsest level's entries copied out, for the host's factors (``sums`` is not
+        None)."""
+        amg, k = self.amg, self.k
+        amg.refreshes += 1
+        for i, (d, s) in enumerate(zip(self.levels[:-1], self.sums, strict=True)):
+            k.l1_inverse(d)
+            nxt = self.levels[i + 1]
+            k.gather_sums(s.ptr, s.ent, d.data, self._coarsest[0] if nxt.coarsest else
+                          nxt.data, s.m)
+        last = amg.levels[-1]
+        m = len(last.data)
+        self.copies.download(self._coarsest[1][:m], self._coarsest[0])
+        last.data[:] = self._coarsest[1][:m]
+        last.smoother_setup()
+        amg._factor_coarsest()
 
     def refresh(self, top: bool = True):
         """New fine coefficients: the host's refresh (Galerkin products, smoother diagonals,

@@ -269,16 +269,22 @@ class DeviceStep:
         (with the ``V/A`` a restart rebuilds it from), else refreshed; the coarse levels
         back on the device, the top one read where the step assembles it."""
         pe, f = self.flow.pressure, self.f
+        if pe.amg is not None and pe.compiled.sums is not None:  # all on the device
+            pe.compiled.share_top(f.pdata)
+            pe.compiled.refresh_on_device()
+            return
         P = pe.P
         self.copies.download(P.data, f.pdata)
         P.diag[:] = P.data[P.pattern.diag_pos]
-        if pe.amg is None:
+        built = pe.amg is None
+        if built:
             self.copies.download(self.flow.rAU, f.rau)
             pe._rau = self.flow.rAU
             pe._build_amg()
             pe.amg_basis = self.flow.rAU.copy()
-            pe.compiled.share_top(f.pdata)
-        else:
+        # (a restart's hierarchy, built from the saved V/A's matrix, reads it from now on too)
+        pe.compiled.share_top(f.pdata)
+        if not built:
             pe.compiled.refresh(top=False)
 
     def profile(self) -> dict:

@@ -34,7 +34,7 @@ def test_gpu_benchmark_in_the_simulator(tmp_path):
                         "1,2", "--repeat", "2", "--warmup", "1", "--no-per-step",
                         "--solve-cells", "12", "--solve-steps", "2", "--solve-repeat", "1")
     assert data["gpu"] == "numba's CUDA simulator" and "floor" in data
-    solve = {r["backend"]: r for r in data["linear_solves"]}
+    solve = {r["backend"]: r for r in data["cavity_step"]}
     assert set(solve) == {"cpu", "cuda"} and not any("error" in r for r in solve.values())
     assert solve["cuda"]["p_iters_mean"] == solve["cpu"]["p_iters_mean"]
     assert solve["cuda"]["to_device_bytes_per_step"] > 0 and "to_host_per_step" not in solve["cpu"]

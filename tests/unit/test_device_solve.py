@@ -155,7 +155,21 @@ for cells, dirichlet, cycle in (((12, 10, 1), True, "V"), ((12, 10, 1), False, "
     dev.refresh()
     refresh = dev.profile()["to_device_bytes"] - before
     levels = [(lev.n, len(lev.indices)) for lev in amg.levels[:-1]]
-    out.append(dict(cycle=cycle, iters=(host.iters, got.iters),
+    # the refresh on the device (one rank): the top level's new coefficients put there, the
+    # rest summed there; then the host's refresh of the same matrix, level by level
+    A.data *= 0.75
+    dev.copies.upload(dev.levels[0].data, A.data)
+    dev.refresh_on_device()
+    got_levels = [(dev.be.to_host(d.data), dev.be.to_host(d.dinv)[:d.n])
+                  for d in dev.levels[:-1]]
+    coarsest = amg.levels[-1].data.copy()
+    amg.refresh()
+    on_device = all(np.array_equal(g[0][:len(lev.data)], lev.data)
+                    and np.array_equal(g[1], lev.dinv[:lev.n])
+                    for g, lev in zip(got_levels, amg.levels[:-1], strict=True))
+    on_device = on_device and np.array_equal(coarsest, amg.levels[-1].data)
+    out.append(dict(on_device=bool(on_device and dev.sums is not None),
+                    cycle=cycle, iters=(host.iters, got.iters),
                     converged=bool(got.converged),
                     diff=float(np.abs(x1 - x2).max() / np.abs(x1).max()),
                     krylov=[bool(lev.krylov) for lev in amg.levels],
@@ -204,6 +218,7 @@ def test_device_solve_equals_the_host_solve_in_the_simulator():
         # the solve: right-hand side and first guess in, the answer out
         assert r["to_host_bytes"] >= 8 * r["n"] + 40 * r["reduction_reads"], r
         assert r["refresh_bytes"] == r["refresh_want"], r
+        assert r["on_device"], r  # the refresh on the device: the host's, bit for bit
 
 
 @pytest.mark.parametrize(("case", "args", "said"), [
