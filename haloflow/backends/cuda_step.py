@@ -224,10 +224,10 @@ def face_fluxes(owner, neighbour, weight, sf, gdiff, h0, h1, h2, rau, ukind, uva
 
 
 @cuda.jit
-def pressure_cells(ptr, ent, bptr, bfc, phiH, g, pkind, pvalue, diag, rhs, data, diag_pos,
-                   write, ni, n):
-    """``pressure.pressure_system`` of owned cell ``c``: the diagonal (into the CSR data if
-    ``write``) and the right-hand side."""
+def pressure_cells(ptr, ent, bptr, bfc, phiH, g, pkind, pvalue, rhs, data, diag_pos, write,
+                   ni, n):
+    """``pressure.pressure_system`` of owned cell ``c``: the right-hand side and, if
+    ``write``, the diagonal into the CSR data."""
     c = cuda.grid(1)
     if c >= n:
         return
@@ -250,7 +250,6 @@ def pressure_cells(ptr, ent, bptr, bfc, phiH, g, pkind, pvalue, diag, rhs, data,
             r += g[f] * pvalue[b]
     rhs[c] = r
     if write:
-        diag[c] = dg
         data[diag_pos[c]] = dg
 
 

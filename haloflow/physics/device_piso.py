@@ -9,8 +9,10 @@ the kernels of :mod:`haloflow.backends.cuda_step`, each the twin of the host ker
 the run's strategy.  Its fields equal the host step's to the solvers' round-off.
 
 What still crosses PCI-E each step, counted in ``profile()`` with the solvers' copies: the
-reductions' scalars, the pressure matrix once per step for the AMG's refresh on the host
-(Galerkin sums and the coarsest factors), and the refreshed coarse levels back.  The host's
+reductions' scalars and the AMG's coarsest level (its entries out for the host's factors,
+its right-hand side out and solution in at each visit).  On several ranks the host
+refreshes the AMG (its Galerkin sums cross ranks): the pressure matrix goes out once per
+step and the coarse levels come back.  The host's
 copies of ``U``, ``p``, ``phi`` and ``grad p`` are brought up to date by :meth:`to_host`
 only where something on the host reads them (samplers, field files, checkpoints, the
 report at the end).
@@ -88,8 +90,7 @@ class DeviceStep:
         self.f = SimpleNamespace(
             u=cells(), uo=cells(), up=cells() if guess else None, grad=cells(m=n),
             h=cells(), b0=cells(m=n), rau=zeros(nc), p=zeros(nc), phi=zeros(nf),
-            phiH=zeros(nf), g=zeros(nf), rhs=zeros(n), diag=zeros(n), pdata=zeros(pat.nnz),
-            pdiag=zeros(n))
+            phiH=zeros(nf), g=zeros(nf), rhs=zeros(n), diag=zeros(n), pdata=zeros(pat.nnz))
         self.bicg = flow.momentum.device
         ex = flow.ex
         aware = ex.space.name.startswith("device-aware")  # else MPI on host buffers
@@ -162,6 +163,7 @@ class DeviceStep:
         return u_solves, p_solves, continuity, change
 
     def _grid(self, n):
+        """A launch of one thread per item of ``n``."""
         t = self.be.threads
         return (max(n, 1) + t - 1) // t, t
 
@@ -187,17 +189,21 @@ class DeviceStep:
         return f.up is not None and ts.has_prev
 
     def _assemble_momentum(self) -> None:
+        """``Momentum.assemble`` and ``fill``: the coefficients into the BiCGStab's matrix,
+        the right-hand sides without the pressure gradient, the Jacobi diagonal."""
         fl, f, m = self.flow, self.f, self.mesh
         data = self.bicg.m.data
         ks.momentum_cells[self._grid(self.n)](
             m.ptr, m.ent, m.bptr, m.bfc, m.owner, m.neighbour, m.weight, f.phi, m.gdiff, m.nu,
-            m.vol, fl.ts.ddt, m.ukind, m.uvalue, m.sf, *f.u, *f.u, self.linear, m.solved,
+            m.vol, fl.ts.ddt, m.ukind, m.uvalue, m.sf, *f.u, *f.uo, self.linear, m.solved,
             f.diag, *f.b0, data, m.dpos, self.ni, self.n)
         ks.momentum_faces[self._grid(self.ni)](m.owner, m.neighbour, f.phi, m.gdiff, m.nu,
                                                m.upos, m.lpos, data, self.ni)
         ks.inverse[self._grid(self.n)](f.diag, self.bicg.v.invd, self.n)
 
     def _predict(self) -> list:
+        """``Momentum.predict``: each component solved with the pressure gradient, then the
+        velocity's ghosts exchanged."""
         fl, f, cfg = self.flow, self.f, self.flow.momentum.cfg
         out = []
         with fl.timers("solve_U"):
@@ -225,8 +231,8 @@ class DeviceStep:
                 m.owner, m.neighbour, m.weight, m.sf, m.gdiff, *f.h, f.rau, m.ukind, m.uvalue,
                 m.pkind, f.phiH, f.g, m.upos, m.lpos, f.pdata, first, self.ni, self.nvis)
             ks.pressure_cells[self._grid(n)](m.ptr, m.ent, m.bptr, m.bfc, f.phiH, f.g,
-                                             m.pkind, m.pvalue, f.pdiag, f.rhs, f.pdata,
-                                             m.dpos, first, self.ni, n)
+                                             m.pkind, m.pvalue, f.rhs, f.pdata, m.dpos, first,
+                                             self.ni, n)
         info = self._solve_pressure(first, last)
         with T("halo"):
             self.ex.exchange([f.p])

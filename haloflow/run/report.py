@@ -56,7 +56,9 @@ def log_setup(run, outdir: Path, log) -> None:
         f"decomposition {case.parallel.decomposition}")
     device = getattr(getattr(solver, "pressure", None), "device", None)
     if getattr(solver, "device_step", None) is not None:
-        log(f"  the whole step runs on {device.describe()}; the AMG's refresh on the host")
+        also = " (its refreshes too, on several ranks)" if comm.size > 1 else ""
+        log(f"  the whole step runs on {device.describe()}; the AMG's set-up and coarsest "
+            f"factors on the host{also}")
     elif device is not None:
         on = "the pressure and momentum solves" if solver.momentum.device is not None else \
             "the pressure solve"
