@@ -134,17 +134,15 @@ class DeviceSolve:
         for lev, target in zip(amg.levels[:-1], amg.levels[1:], strict=True):
             nx = lev.next
             slot = np.asarray(nx.slot, dtype=np.int64)
+            if nx.redundant is not None:  # target = local[perm] (one rank's allgather)
+                perm = np.asarray(nx.redundant.perm, dtype=np.int64)
+                where = np.empty_like(perm)
+                where[perm] = np.arange(len(perm))
+                slot = np.where(slot >= 0, where[np.maximum(slot, 0)], -1)
             keep = np.flatnonzero(slot >= 0)
             order = keep[np.argsort(slot[keep], kind="stable")]
             m = len(target.data)
-            local = m if nx.redundant is None else len(nx.redundant.local.data)
-            counts = np.bincount(slot[keep], minlength=local)
-            if nx.redundant is not None:  # target = local[perm], allgathered from one rank
-                starts = np.concatenate([[0], np.cumsum(counts)])
-                perm = np.asarray(nx.redundant.perm, dtype=np.int64)
-                counts = counts[perm]
-                order = np.concatenate([order[starts[j]:starts[j + 1]] for j in perm]
-                                       or [np.zeros(0, np.int64)])
+            counts = np.bincount(slot[keep], minlength=m)
             ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
             sums.append(SimpleNamespace(ptr=self.copies.put(ptr), ent=self.copies.put(order),
                                         m=m))
