@@ -92,6 +92,9 @@ class DeviceStep:
             h=cells(), b0=cells(m=n), rau=zeros(nc), p=zeros(nc), phi=zeros(nf),
             phiH=zeros(nf), g=zeros(nf), rhs=zeros(n), diag=zeros(n), pdata=zeros(pat.nnz))
         self.bicg = flow.momentum.device
+        u = [f for d, f in enumerate(self.f.u) if d in flow.comps]  # what each exchange sends
+        h = [f for d, f in enumerate(self.f.h) if d in flow.comps]
+        self._sends = SimpleNamespace(u=u, h_first=h + [self.f.rau], h=h)
         ex = flow.ex
         aware = ex.space.name.startswith("device-aware")  # else MPI on host buffers
         self.ex = halo.make(ex.name, lm, ex.comm, staging="device-aware" if aware else "device",
@@ -213,19 +216,19 @@ class DeviceStep:
                 out.append(self.bicg.solve_on_device(f.rhs, f.u[d], cfg.tol, cfg.max_iter,
                                                      fl.red, cfg.rel_tol))
         with fl.timers("halo"):
-            self.ex.exchange([f.u[d] for d in fl.comps])
+            self.ex.exchange(self._sends.u)
         return out
 
     def _correct(self, first: bool, last: bool):
         """One pressure correction: ``H/A``, fluxes and the pressure system (its matrix
         only on the ``first``), the solve, then fluxes, gradient and velocity."""
-        fl, f, m, T = self.flow, self.f, self.mesh, self.flow.timers
+        f, m, T = self.f, self.mesh, self.flow.timers
         n = self.n
         with T("assemble"):
             ks.h_by_a[self._grid(n)](self.bicg.m.ip, self.bicg.m.ix, self.bicg.m.data, m.dpos,
                                      f.diag, *f.u, *f.b0, m.vol, m.solved, *f.h, f.rau, n)
         with T("halo"):
-            self.ex.exchange([f.h[d] for d in fl.comps] + ([f.rau] if first else []))
+            self.ex.exchange(self._sends.h_first if first else self._sends.h)
         with T("fluxes"):
             ks.face_fluxes[self._grid(self.nvis)](
                 m.owner, m.neighbour, m.weight, m.sf, m.gdiff, *f.h, f.rau, m.ukind, m.uvalue,
@@ -244,7 +247,7 @@ class DeviceStep:
                                             m.weight, m.sf, m.vol, f.p, m.pkind, m.pvalue,
                                             *f.h, f.rau, m.solved, *f.grad, *f.u, self.ni, n)
         with T("halo"):
-            self.ex.exchange([f.u[d] for d in fl.comps])
+            self.ex.exchange(self._sends.u)
         return info
 
     def _solve_pressure(self, first: bool, last: bool):
