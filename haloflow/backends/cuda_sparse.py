@@ -289,7 +289,8 @@ class CudaSparse:
         self.reads = 0
         self.read_bytes = 0
 
-    def _grid(self, n):
+    def grid(self, n):
+        """A launch of one thread per item of ``n``."""
         return (max(n, 1) + self.t - 1) // self.t, self.t
 
     def reduction_grid(self, n):
@@ -301,15 +302,22 @@ class CudaSparse:
         self.read_bytes += 8 * MAX_DOTS
         return tuple(float(v) for v in self._host[:m])
 
+    def reduce(self, kernel, n, m, *args) -> tuple:
+        """``m`` scalars of a reduction ``kernel`` over ``n`` items (its last argument the
+        output it adds into), zeroed before and read back after, counted as the others."""
+        self._zero_out()
+        kernel[self.reduction_grid(n)](*args, self._out)
+        return self._result(m)
+
     def _zero_out(self):
         _fill[1, MAX_DOTS](self._out, 0.0, MAX_DOTS)
 
     # products and sweeps -----------------------------------------------------------------
     def spmv(self, m, x, y):
-        _spmv[self._grid(m.n)](m.ip, m.ix, m.data, x, y, m.n)
+        _spmv[self.grid(m.n)](m.ip, m.ix, m.data, x, y, m.n)
 
     def residual(self, m, x, b, r):
-        _residual[self._grid(m.n)](m.ip, m.ix, m.data, x, b, r, m.n)
+        _residual[self.grid(m.n)](m.ip, m.ix, m.data, x, b, r, m.n)
 
     def gs_sweep(self, m, b, x, forward: bool, schedule=None):
         """One Gauss-Seidel sweep, wavefront after wavefront: over every owned row, or over
@@ -319,68 +327,68 @@ class CudaSparse:
         waves = range(len(ptr) - 1) if forward else range(len(ptr) - 2, -1, -1)
         for w in waves:
             lo, hi = int(ptr[w]), int(ptr[w + 1])
-            _gs_wave[self._grid(hi - lo)](m.ip, m.ix, m.data, m.dinv, b, x, rows, lo, hi)
+            _gs_wave[self.grid(hi - lo)](m.ip, m.ix, m.data, m.dinv, b, x, rows, lo, hi)
 
     def gs_from_zero(self, m, b, x):
         rows, ptr = m.sweep
         for w in range(len(ptr) - 1):
             lo, hi = int(ptr[w]), int(ptr[w + 1])
-            _gs_from_zero_wave[self._grid(hi - lo)](m.ip, m.ix, m.data, m.dp, m.dinv, b, x,
+            _gs_from_zero_wave[self.grid(hi - lo)](m.ip, m.ix, m.data, m.dp, m.dinv, b, x,
                                                     rows, lo, hi)
 
     def upper_restrict(self, m, x, agg, rc, nc, l1_term: bool):
         self.fill(rc, 0.0, nc)
-        _upper_restrict[self._grid(m.n)](m.ip, m.ix, m.data, m.dp, m.dinv, x, agg, rc, m.n,
+        _upper_restrict[self.grid(m.n)](m.ip, m.ix, m.data, m.dp, m.dinv, x, agg, rc, m.n,
                                          l1_term)
 
     def residual_restrict(self, m, x, b, agg, rc, nc):
         self.fill(rc, 0.0, nc)
-        _residual_restrict[self._grid(m.n)](m.ip, m.ix, m.data, x, b, agg, rc, m.n)
+        _residual_restrict[self.grid(m.n)](m.ip, m.ix, m.data, x, b, agg, rc, m.n)
 
     def prolong_add(self, agg, e, x, n):
-        _prolong_add[self._grid(n)](agg, e, x, n)
+        _prolong_add[self.grid(n)](agg, e, x, n)
 
     # vectors ----------------------------------------------------------------------------
     def gather_sums(self, ptr, ent, src, out, m):
-        _gather_sums[self._grid(m)](ptr, ent, src, out, m)
+        _gather_sums[self.grid(m)](ptr, ent, src, out, m)
 
     def l1_inverse(self, m):
-        _l1_inverse[self._grid(m.n)](m.ip, m.ix, m.data, m.dp, m.n, m.dinv)
+        _l1_inverse[self.grid(m.n)](m.ip, m.ix, m.data, m.dp, m.n, m.dinv)
 
     def gather(self, v, idx, out, n):
         if n:
-            _gather[self._grid(n)](v, idx, out, n)
+            _gather[self.grid(n)](v, idx, out, n)
 
     def scatter(self, v, idx, vals, n, add: bool):
         if n:
-            _scatter[self._grid(n)](v, idx, vals, n, add)
+            _scatter[self.grid(n)](v, idx, vals, n, add)
 
     def fill(self, x, value, n):
-        _fill[self._grid(n)](x, value, n)
+        _fill[self.grid(n)](x, value, n)
 
     def copy(self, src, dst, n):
-        _copy[self._grid(n)](src, dst, n)
+        _copy[self.grid(n)](src, dst, n)
 
     def axpy_into(self, out, b, a, v, n):
-        _axpy_into[self._grid(n)](out, b, a, v, n)
+        _axpy_into[self.grid(n)](out, b, a, v, n)
 
     def combine(self, x, a, c, b, d, n):
-        _combine[self._grid(n)](x, a, c, b, d, n)
+        _combine[self.grid(n)](x, a, c, b, d, n)
 
     def scale_into(self, x, a, c, n):
-        _scale_into[self._grid(n)](x, a, c, n)
+        _scale_into[self.grid(n)](x, a, c, n)
 
     def direction(self, z, beta, p, n):
-        _direction[self._grid(n)](z, beta, p, n)
+        _direction[self.grid(n)](z, beta, p, n)
 
     def axpy(self, alpha, x, y, n):
-        _axpy[self._grid(n)](alpha, x, y, n)
+        _axpy[self.grid(n)](alpha, x, y, n)
 
     def bicg_p(self, p, r, v, beta, omega, invd, phat, n):
-        _bicg_p[self._grid(n)](p, r, v, beta, omega, invd, phat, n)
+        _bicg_p[self.grid(n)](p, r, v, beta, omega, invd, phat, n)
 
     def bicg_s(self, s, r, v, alpha, invd, shat, n):
-        _bicg_s[self._grid(n)](s, r, v, alpha, invd, shat, n)
+        _bicg_s[self.grid(n)](s, r, v, alpha, invd, shat, n)
 
     # fused reductions -------------------------------------------------------------------
     def bicg_xr(self, x, phat, shat, r, s, t, alpha, omega, r0, n):

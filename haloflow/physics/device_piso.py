@@ -99,8 +99,6 @@ class DeviceStep:
         aware = ex.space.name.startswith("device-aware")  # else MPI on host buffers
         self.ex = halo.make(ex.name, lm, ex.comm, staging="device-aware" if aware else "device",
                             backend=backend)
-        self._out = backend.empty(3)
-        self._read = backend.host_empty(3)
         self.on_device = False  # the device's fields are the run's (else: the host's)
         self.host_stale = False  # the host's copies lag behind the device's
 
@@ -151,33 +149,19 @@ class DeviceStep:
         with T("assemble"):
             self._assemble_momentum()
         if use_guess:
-            g = self._grid(self.n)
+            g = self.k.grid(self.n)
             for d in fl.comps:
                 ks.extrapolate[g](f.u[d], f.up[d], self.n)
         u_solves = self._predict()
         p_solves = [self._correct(k == 0, k == fl.n_corr - 1) for k in range(fl.n_corr)]
         fl.time += fl.dt
         with T("monitor"):
-            sums = self._reduce(ks.step_norms, self.mesh.ptr, self.mesh.ent, self.mesh.bptr,
-                                self.mesh.bfc, f.phi, *f.u, *f.uo, self.mesh.vol,
-                                self.mesh.solved, self.n)
+            sums = self.k.reduce(ks.step_norms, self.n, 3, self.mesh.ptr, self.mesh.ent,
+                                 self.mesh.bptr, self.mesh.bfc, f.phi, *f.u, *f.uo,
+                                 self.mesh.vol, self.mesh.solved, self.n)
             dv, a, b = fl.red.sum(*sums)
         continuity, change = fl.monitor.judge(dv, a, b, fl.dt, fl.time)
         return u_solves, p_solves, continuity, change
-
-    def _grid(self, n):
-        """A launch of one thread per item of ``n``."""
-        t = self.be.threads
-        return (max(n, 1) + t - 1) // t, t
-
-    def _reduce(self, kernel, *args) -> tuple:
-        """A reduction kernel's three scalars, read back."""
-        self.k.fill(self._out, 0.0, 3)
-        kernel[self.k.reduction_grid(self.n)](*args, self._out)
-        self._out.copy_to_host(self._read)
-        self.k.reads += 1  # counted as the solvers' reductions are
-        self.k.read_bytes += self._read.nbytes
-        return tuple(float(v) for v in self._read)
 
     def _begin_step(self) -> bool:
         """``time.Euler.begin_step`` and ``guess`` on the device's arrays (the host scheme's
@@ -196,13 +180,13 @@ class DeviceStep:
         the right-hand sides without the pressure gradient, the Jacobi diagonal."""
         fl, f, m = self.flow, self.f, self.mesh
         data = self.bicg.m.data
-        ks.momentum_cells[self._grid(self.n)](
+        ks.momentum_cells[self.k.grid(self.n)](
             m.ptr, m.ent, m.bptr, m.bfc, m.owner, m.neighbour, m.weight, f.phi, m.gdiff, m.nu,
             m.vol, fl.ts.ddt, m.ukind, m.uvalue, m.sf, *f.u, *f.uo, self.linear, m.solved,
             f.diag, *f.b0, data, m.dpos, self.ni, self.n)
-        ks.momentum_faces[self._grid(self.ni)](m.owner, m.neighbour, f.phi, m.gdiff, m.nu,
+        ks.momentum_faces[self.k.grid(self.ni)](m.owner, m.neighbour, f.phi, m.gdiff, m.nu,
                                                m.upos, m.lpos, data, self.ni)
-        ks.inverse[self._grid(self.n)](f.diag, self.bicg.v.invd, self.n)
+        ks.inverse[self.k.grid(self.n)](f.diag, self.bicg.v.invd, self.n)
 
     def _predict(self) -> list:
         """``Momentum.predict``: each component solved with the pressure gradient, then the
@@ -211,7 +195,7 @@ class DeviceStep:
         out = []
         with fl.timers("solve_U"):
             for d in fl.comps:
-                ks.momentum_rhs[self._grid(self.n)](f.b0[d], self.mesh.vol, f.grad[d], f.rhs,
+                ks.momentum_rhs[self.k.grid(self.n)](f.b0[d], self.mesh.vol, f.grad[d], f.rhs,
                                                    self.n)
                 out.append(self.bicg.solve_on_device(f.rhs, f.u[d], cfg.tol, cfg.max_iter,
                                                      fl.red, cfg.rel_tol))
@@ -225,25 +209,25 @@ class DeviceStep:
         f, m, T = self.f, self.mesh, self.flow.timers
         n = self.n
         with T("assemble"):
-            ks.h_by_a[self._grid(n)](self.bicg.m.ip, self.bicg.m.ix, self.bicg.m.data, m.dpos,
+            ks.h_by_a[self.k.grid(n)](self.bicg.m.ip, self.bicg.m.ix, self.bicg.m.data, m.dpos,
                                      f.diag, *f.u, *f.b0, m.vol, m.solved, *f.h, f.rau, n)
         with T("halo"):
             self.ex.exchange(self._sends.h_first if first else self._sends.h)
         with T("fluxes"):
-            ks.face_fluxes[self._grid(self.nvis)](
+            ks.face_fluxes[self.k.grid(self.nvis)](
                 m.owner, m.neighbour, m.weight, m.sf, m.gdiff, *f.h, f.rau, m.ukind, m.uvalue,
                 m.pkind, f.phiH, f.g, m.upos, m.lpos, f.pdata, first, self.ni, self.nvis)
-            ks.pressure_cells[self._grid(n)](m.ptr, m.ent, m.bptr, m.bfc, f.phiH, f.g,
+            ks.pressure_cells[self.k.grid(n)](m.ptr, m.ent, m.bptr, m.bfc, f.phiH, f.g,
                                              m.pkind, m.pvalue, f.rhs, f.pdata, m.dpos, first,
                                              self.ni, n)
         info = self._solve_pressure(first, last)
         with T("halo"):
             self.ex.exchange([f.p])
         with T("fluxes"):
-            ks.correct_faces[self._grid(self.nvis)](m.owner, m.neighbour, f.phiH, f.g, f.p,
+            ks.correct_faces[self.k.grid(self.nvis)](m.owner, m.neighbour, f.phiH, f.g, f.p,
                                                     m.pkind, m.pvalue, f.phi, self.ni,
                                                     self.nvis)
-            ks.correct_cells[self._grid(n)](m.ptr, m.ent, m.bptr, m.bfc, m.owner, m.neighbour,
+            ks.correct_cells[self.k.grid(n)](m.ptr, m.ent, m.bptr, m.bfc, m.owner, m.neighbour,
                                             m.weight, m.sf, m.vol, f.p, m.pkind, m.pvalue,
                                             *f.h, f.rau, m.solved, *f.grad, *f.u, self.ni, n)
         with T("halo"):
@@ -259,7 +243,7 @@ class DeviceStep:
         if pe.singular:
             with fl.timers("assemble"):
                 mean = red.sum(self._total(f.rhs))[0] / lm.n_cells_global
-                ks.shift[self._grid(n)](f.rhs, mean, n)
+                ks.shift[self.k.grid(n)](f.rhs, mean, n)
         with fl.timers("solve_p"):
             if first:
                 self._refresh()
@@ -267,11 +251,11 @@ class DeviceStep:
                                                cfg.final_rel_tol if last else cfg.rel_tol)
             if pe.singular:
                 mean = red.sum(self._total(f.p))[0] / lm.n_cells_global
-                ks.shift[self._grid(n)](f.p, mean, n)
+                ks.shift[self.k.grid(n)](f.p, mean, n)
         return info
 
     def _total(self, x) -> float:
-        return self._reduce(ks.total, x, self.n)[0]
+        return self.k.reduce(ks.total, self.n, 1, x, self.n)[0]
 
     def _refresh(self) -> None:
         """The new pressure matrix to the host; the AMG built from it the first time
@@ -288,9 +272,7 @@ class DeviceStep:
         built = pe.amg is None
         if built:
             self.copies.download(self.flow.rAU, f.rau)
-            pe._rau = self.flow.rAU
-            pe._build_amg()
-            pe.amg_basis = self.flow.rAU.copy()
+            pe.first_amg(self.flow.rAU)
         # (a restart's hierarchy, built from the saved V/A's matrix, reads it from now on too)
         pe.compiled.share_top(f.pdata)
         if not built:

@@ -488,8 +488,7 @@ class Pressure:
             args = (self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws)
             if self.precond == "amg":
                 if self.amg is None:  # aggregates from the first matrix, then refreshed
-                    self._build_amg()
-                    self.amg_basis = self._rau.copy()
+                    self.first_amg(self._rau)
                 elif first:
                     (self.compiled or self.amg).refresh()
                 if self.compiled is not None:
@@ -523,6 +522,13 @@ class Pressure:
     def device_profile(self) -> dict | None:
         """The device solve's copies and bytes each way so far (None on the host)."""
         return self.compiled.profile() if self.device is not None and self.compiled else None
+
+    def first_amg(self, rau) -> None:
+        """The AMG from the first matrix (in ``P``), made of ``V/A`` = ``rau``, which a
+        restart keeps to build the same hierarchy."""
+        self._rau = rau
+        self._build_amg()
+        self.amg_basis = rau.copy()
 
     def _build_amg(self) -> None:
         # the levels' work vectors in the workspace's rows the Krylov method leaves free:
