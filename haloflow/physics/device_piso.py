@@ -236,7 +236,8 @@ class DeviceStep:
 
     def _solve_pressure(self, first: bool, last: bool):
         """``Pressure._solve`` on the device: the AMG built (the first time) or refreshed
-        on the host from the new matrix, the free constant pinned where it is singular."""
+        from the new matrix (:meth:`_refresh`), the free constant pinned where it is
+        singular."""
         fl, f = self.flow, self.f
         pe, cfg, lm, red = fl.pressure, fl.pressure.cfg, fl.lm, fl.red
         n = self.n
@@ -258,9 +259,10 @@ class DeviceStep:
         return self.k.reduce(ks.total, self.n, 1, x, self.n)[0]
 
     def _refresh(self) -> None:
-        """The new pressure matrix to the host; the AMG built from it the first time
-        (with the ``V/A`` a restart rebuilds it from), else refreshed; the coarse levels
-        back on the device, the top one read where the step assembles it."""
+        """The AMG of the new pressure matrix: refreshed on the device where it can be (one
+        rank); else the matrix to the host, the AMG built from it the first time (with the
+        ``V/A`` a restart rebuilds it from) or refreshed there, the coarse levels back on
+        the device and the top one read where the step assembles it."""
         pe, f = self.flow.pressure, self.f
         if pe.amg is not None and pe.compiled.sums is not None:  # all on the device
             pe.compiled.share_top(f.pdata)
