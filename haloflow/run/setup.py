@@ -259,12 +259,12 @@ class KernelLoading:
 
 def setup(case, comm, threads: int, log) -> Run:
     """Collective: everything a run steps, timed as the "setup" phase."""
-    from .. import numba_target_without_blas
+    from ..backends import numba_loading
     from ..parallel.reduce import Reducer
     from ..parallel.threads import use_threads
     from ..parallel.timers import Timers
 
-    numba_target_without_blas()
+    numba_loading.install()
     timers = Timers()
     rss_base = rss_bytes()
     with timers("setup"), KernelLoading() as loading:

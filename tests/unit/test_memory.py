@@ -22,7 +22,7 @@ from haloflow.run.setup import setup
 CAVITY = ["mesh.cells=[4,4,4]", "boundary.front.type=wall", "boundary.back.type=wall",
           "solver.dt=0.05", "output.fields=false", "postprocess.cavity=false"]
 # (nor scipy.sparse: the coarsest level's ordering is ours, linalg/cholesky.py; nor
-# scipy.linalg, whose BLAS numba's target looks for: haloflow.numba_target_without_blas)
+# scipy.linalg, whose BLAS numba's target looks for: backends/numba_loading.py)
 HEAVY = ("matplotlib", "meshio", "rich", "scipy.spatial", "scipy.sparse", "scipy.linalg")
 
 
