@@ -28,6 +28,7 @@ from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..mesh.core import neighbour_centres
 from .closures.transport import relax_scalar
+from .layout import components
 from .patches import EMPTY, FIXED, FIXED_GRADIENT
 from .schemes import LIMITERS, limited_source
 from .time import scalar_levels
@@ -215,7 +216,7 @@ class Energy:
         if self.limiter:  # the upwind cells' gradients, ghost rows included
             self.gradient, self.comps = gradient, comps
             self.d = neighbour_centres(lm) - lm.geometry.cell_centres[lm.owner[:ni]]
-            self.gradT = np.zeros((3, n))
+            self.gradT = components(3, n)
             self.gkind = np.where(self.tkind == EMPTY, EMPTY, FIXED)  # face values: tb
             self.grad_fields = tuple(self.gradT[d] for d in comps)
             self.refresh_gradient()

@@ -19,6 +19,7 @@ from ..linalg.precond import SymmetricGaussSeidel
 from ..linalg.smoother import sgs, sgs_many
 from ..parallel import threads
 from .bcs import velocity_boundary_values
+from .layout import components
 from .patches import EMPTY, FIXED, SYMMETRY
 from .schemes import linear_upwind_source, nonorth_diffusion_source
 
@@ -208,14 +209,14 @@ class Momentum:
         # assembled here, copied into M by fill(): the scratch the pressure equation reuses
         self.diag, self.lower, self.upper = scratch.diag, scratch.lower, scratch.upper
         self.rhs, self.work = scratch.rhs, scratch.work
-        self.b0 = np.zeros((3, n))
+        self.b0 = components(3, n)
         self.u_fields = tuple(U[d] for d in comps)
         fcs = lm.geometry.face_centres  # only linear-upwind reads them after set-up
         self.fcn = None if not self.linear_upwind else fcs if lm.face_shift is None else \
             np.ascontiguousarray(fcs[:ni] - lm.face_shift)  # as the neighbour sees them
         self.gradU = None
         if nonorth or self.linear_upwind:  # velocity gradients, ghosts exchanged
-            self.gradU = np.zeros((3, 3, n))
+            self.gradU = components(3, 3, n)
             self.ub = np.zeros((3, nf - ni))
             self.gkind = bc.grad_kind
             self._gu_fields = tuple(self.gradU[d, e] for d in comps for e in comps)

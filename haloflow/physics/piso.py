@@ -20,6 +20,7 @@ from .bcs import build_boundary, solved_components
 from .closures import Context, make_closure
 from .inflow import Inflow
 from .initial import initial_fields
+from .layout import components
 from .momentum import Momentum
 from .monitor import StepInfo, StepMonitor
 from .patches import EMPTY
@@ -70,11 +71,11 @@ class PisoSolver:
         self.monitor = StepMonitor(lm, self.comps, red, timers, scratch.work, u_ref=u_ref,
                                    advice=self._advice, owner=self.bc.visited_owner(lm))
 
-        self.U = np.zeros((3, n))
+        self.U = components(3, n)
         self.p = np.zeros(n)
         self.phi = np.zeros(nf)
-        self.grad = np.zeros((3, n))  # of the pressure
-        self.HbyA = np.zeros((3, n))
+        self.grad = components(3, n)  # of the pressure
+        self.HbyA = components(3, n)
         self.rAU = np.zeros(n)
         self._h_fields = tuple(self.HbyA[d] for d in self.comps) + (self.rAU,)
         self._rau_sent = False  # the ghosts of V/A are this matrix's (it changes per step)

@@ -22,10 +22,12 @@ import math
 import numba as nb
 import numpy as np
 
+from .layout import components
+
 
 @nb.njit(cache=True)
 def extrapolate(a, b, out):
-    """``2 a - b`` (flat arrays): the linear extrapolation to the new time level."""
+    """``2 a - b`` (1-D arrays): the linear extrapolation to the new time level."""
     for i in range(len(a)):
         out[i] = 2.0 * a[i] - b[i]
 
@@ -60,10 +62,10 @@ class Euler:
 
     def __init__(self, dt: float, U: np.ndarray, guess: bool = False):
         self.dt = self.ddt = dt
-        self.U_old = np.zeros_like(U)  # U^n during a step
+        self.U_old = components(*U.shape)  # U^n during a step
         self.U_time = self.U_old
         self.U_conv = U
-        self.U_prev = np.zeros_like(U) if guess else None  # U^(n-1) during a step
+        self.U_prev = components(*U.shape) if guess else None  # U^(n-1) during a step
         self.stepped = False  # whether U_old holds a step's start (U^(n-1) between steps)
         self.has_prev = False  # U_prev holds this step's U^(n-1)
 
@@ -119,9 +121,9 @@ class BDF2(Euler):
 
     def __init__(self, dt: float, U: np.ndarray, guess: bool = False):
         super().__init__(dt, U)
-        self.U_old2 = np.zeros_like(U)  # U^(n-1)
-        self.U_time = np.zeros_like(U)
-        self.U_conv = np.zeros_like(U)
+        self.U_old2 = components(*U.shape)  # U^(n-1)
+        self.U_time = components(*U.shape)
+        self.U_conv = components(*U.shape)
         self.started = False
         self.use_guess = guess
         self.has_prev = False  # U_conv is this step's extrapolated velocity
@@ -139,7 +141,8 @@ class BDF2(Euler):
         if self.started:
             self.ddt = 2.0 * self.dt / 3.0
             bdf2_history(U, self.U_old2, self.U_time)
-            extrapolate(U.reshape(-1), self.U_old2.reshape(-1), self.U_conv.reshape(-1))
+            for d in range(len(U)):  # row by row: the rows are strided (physics/layout.py)
+                extrapolate(U[d], self.U_old2[d], self.U_conv[d])
         else:
             self.U_time[:, :] = U
             self.U_conv[:, :] = U

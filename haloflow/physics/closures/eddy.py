@@ -17,6 +17,7 @@ import numba as nb
 import numpy as np
 
 from ..bcs import velocity_boundary_values
+from ..layout import components
 from ..patches import FIXED
 from ..schemes import transposed_stress
 
@@ -66,12 +67,12 @@ class EddyViscosity:
             from .vandriest import VanDriest
 
             self.damping = VanDriest(lm, physics, ctx)
-        self.gradU = np.zeros((3, 3, n))
+        self.gradU = components(3, 3, n)
         self.ub = np.zeros((3, lm.n_faces - lm.n_internal))
         self.gkind = ctx.bc.grad_kind
         self.ghosts = (self.nut,)
-        self.stress = np.zeros((3, n))  # div(nut T(grad U)), for the momentum equation
-        self._gnut = np.zeros((3, n))
+        self.stress = components(3, n)  # div(nut T(grad U)), for the momentum equation
+        self._gnut = components(3, n)
 
     def start(self, flow) -> None:
         """The eddy viscosity of the initial velocity (its ghosts current), exchanged once."""

@@ -37,6 +37,7 @@ import numpy as np
 
 from ...parallel.wall_distance import wall_distance
 from ..bcs import velocity_boundary_values
+from ..layout import components
 from ..patches import FIXED
 from ..schemes import transposed_stress
 from .transport import INLET_OUTLET, Transport, scalar_boundary
@@ -171,14 +172,14 @@ class SpalartAllmaras:
         self.nut_b = np.zeros(nb_)  # nu_t on fixed boundary faces
         eddy_viscosity(value, nu, self.cv1, self.nut_b)
         self.nu_face = np.full(lm.n_faces, nu)
-        self.gradU = np.zeros((3, 3, n))
-        self.gradnt = np.zeros((3, n))
+        self.gradU = components(3, 3, n)
+        self.gradnt = components(3, n)
         self.ub = np.zeros((3, nb_))
         self.tb = np.zeros(nb_)
         self.gkind = ctx.bc.grad_kind
         self.ghosts = self.eq.ghosts
-        self.stress = np.zeros((3, n))  # div(nut T(grad U)), for the momentum equation
-        self._gnut = np.zeros((3, n))
+        self.stress = components(3, n)  # div(nut T(grad U)), for the momentum equation
+        self._gnut = components(3, n)
 
     def start(self, flow) -> None:
         """``nu_face`` of the initial nu-tilde (uniform, so its ghosts are current)."""

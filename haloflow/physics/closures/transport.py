@@ -60,6 +60,7 @@ import numpy as np
 
 from ...linalg.krylov import bicgstab
 from ...linalg.matrix import DistMatrix
+from ..layout import components
 from ..patches import EMPTY, FIXED, PATCH_TYPES, SYMMETRY, ZERO_GRADIENT
 from ..time import scalar_levels
 
@@ -194,7 +195,7 @@ class Transport:
         self.grad = None  # nonorth: grad(x), ghost rows carried by the velocity's exchange
         if nonorth:
             self.gradient = gradient
-            self.grad = np.zeros((3, n))
+            self.grad = components(3, n)
             self.gkind = np.where(self.kind == EMPTY, EMPTY, FIXED)  # face values: xb
             self.xb = np.zeros(len(self.kind))
             self.grad_fields = tuple(self.grad)
