@@ -23,12 +23,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ..backends.layout import components
 from ..linalg.krylov import bicgstab
 from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..mesh.core import neighbour_centres
 from .closures.transport import relax_scalar
-from .layout import components
 from .patches import EMPTY, FIXED, FIXED_GRADIENT
 from .schemes import LIMITERS, limited_source
 from .time import scalar_levels

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ..backends.layout import components
 from ..linalg.krylov import bicgstab, bicgstab_many, compiled_lockstep
 from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
@@ -19,7 +20,6 @@ from ..linalg.precond import SymmetricGaussSeidel
 from ..linalg.smoother import sgs, sgs_many
 from ..parallel import threads
 from .bcs import velocity_boundary_values
-from .layout import components
 from .patches import EMPTY, FIXED, SYMMETRY
 from .schemes import linear_upwind_source, nonorth_diffusion_source
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backends
+from ..backends.layout import components
 from ..linalg.krylov import LOCKSTEP_SETS, ManyWorkspace, SolveInfo
 from ..linalg.matrix import Pattern
 from ..mesh.fv import face_coeffs
@@ -20,7 +21,6 @@ from .bcs import build_boundary, solved_components
 from .closures import Context, make_closure
 from .inflow import Inflow
 from .initial import initial_fields
-from .layout import components
 from .momentum import Momentum
 from .monitor import StepInfo, StepMonitor
 from .patches import EMPTY

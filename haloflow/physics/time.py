@@ -22,7 +22,7 @@ import math
 import numba as nb
 import numpy as np
 
-from .layout import components
+from ..backends.layout import components
 
 
 @nb.njit(cache=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from haloflow.backends import layout
 from haloflow.case import load_case
-from haloflow.physics import layout
 from haloflow.run.setup import setup
 
 

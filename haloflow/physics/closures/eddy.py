@@ -16,8 +16,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ...backends.layout import components
 from ..bcs import velocity_boundary_values
-from ..layout import components
 from ..patches import FIXED
 from ..schemes import transposed_stress
 

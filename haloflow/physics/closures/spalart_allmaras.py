@@ -35,9 +35,9 @@ import math
 import numba as nb
 import numpy as np
 
+from ...backends.layout import components
 from ...parallel.wall_distance import wall_distance
 from ..bcs import velocity_boundary_values
-from ..layout import components
 from ..patches import FIXED
 from ..schemes import transposed_stress
 from .transport import INLET_OUTLET, Transport, scalar_boundary

@@ -58,9 +58,9 @@ import math
 import numba as nb
 import numpy as np
 
+from ...backends.layout import components
 from ...linalg.krylov import bicgstab
 from ...linalg.matrix import DistMatrix
-from ..layout import components
 from ..patches import EMPTY, FIXED, PATCH_TYPES, SYMMETRY, ZERO_GRADIENT
 from ..time import scalar_levels
 

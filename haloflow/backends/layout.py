@@ -9,9 +9,11 @@ On the 64³ cavity's half on 2 ranks (135 168 cells, 33 pages a row) that loop t
 ns per face instead of 6, and the 1-rank 64³ cavity (64 pages a row) lost 20-30 % in the
 momentum assembly and solve (docs/performance.md, sixteenth pass).
 
-So these arrays are views of a wider block: each row starts at least 512 bytes away, in
-the page, from where the previous one starts.  Always at least 8 doubles wider, so every
-such array is a strided view and each kernel has one compiled variant for it.
+So the solver's vector fields are views of a wider block: each row starts at least 512
+bytes away, in the page, from where the previous one starts.  Always at least 8 doubles
+wider, so every such array is a strided view and each kernel has one compiled variant for
+it.  (The momentum solver's lockstep workspace stays one block: the AMG keeps its coarse
+levels' vectors in its rows as one contiguous piece, ``ManyWorkspace.as_workspace``.)
 """
 
 from __future__ import annotations
