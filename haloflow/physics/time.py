@@ -141,7 +141,7 @@ class BDF2(Euler):
         if self.started:
             self.ddt = 2.0 * self.dt / 3.0
             bdf2_history(U, self.U_old2, self.U_time)
-            for d in range(len(U)):  # row by row: the rows are strided (physics/layout.py)
+            for d in range(len(U)):  # row by row: the rows are strided (backends/layout.py)
                 extrapolate(U[d], self.U_old2[d], self.U_conv[d])
         else:
             self.U_time[:, :] = U
