@@ -6,9 +6,10 @@ boundary condition.  The six patches are named after the sides they cover.
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
-from .core import Mesh, Patch
+from .core import Mesh, Patch, index_dtype
 
 SIDES = ("left", "right", "bottom", "top", "front", "back")  # -x, +x, -y, +y, -z, +z
 
@@ -28,20 +29,83 @@ def graded_coords(n: int, length: float, ratio: float, start: float = 0.0) -> np
 
 
 def box(cells, lengths=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), grading=(1.0, 1.0, 1.0)) -> Mesh:
-    """Hexahedral box with ``cells = (nx, ny, nz)`` cells."""
+    """Hexahedral box with ``cells = (nx, ny, nz)`` cells, its index arrays in 32 bits where
+    the counts allow.  Internal faces are written straight into their places by one compiled
+    loop: rank 0 builds the whole mesh of a parallel run, and array expressions over every
+    face held several copies of the face lists at once (its peak memory on big boxes)."""
     nx, ny, nz = (int(c) for c in cells)
     xs = [graded_coords(n, float(L), float(g), float(o))
           for n, L, g, o in zip((nx, ny, nz), lengths, grading, origin, strict=True)]
     X, Y, Z = np.meshgrid(*xs, indexing="ij")  # (nx+1, ny+1, nz+1)
     points = np.stack([X.ravel(order="F"), Y.ravel(order="F"), Z.ravel(order="F")], axis=1)
+    del X, Y, Z
+    n_cells = nx * ny * nz
+    n_internal = (nx - 1) * ny * nz + nx * (ny - 1) * nz + nx * ny * (nz - 1)
+    sides = _box_sides(nx, ny, nz)
+    n_faces = n_internal + sum(len(c) for c, _ in sides)
+    node_t, cell_t = index_dtype(len(points)), index_dtype(n_cells)
+    face_nodes = np.empty((n_faces, 4), dtype=node_t)
+    owner = np.empty(n_faces, dtype=cell_t)
+    neighbour = np.empty(n_internal, dtype=cell_t)
+    _box_internal(nx, ny, nz, face_nodes, owner, neighbour)
+    patches, start = [], n_internal
+    for side, (c, nodes) in zip(SIDES, sides, strict=True):
+        face_nodes[start:start + len(c)] = nodes
+        owner[start:start + len(c)] = c
+        patches.append(Patch(side, start, len(c)))
+        start += len(c)
+    return Mesh(
+        points=points,
+        face_ptr=np.arange(0, 4 * n_faces + 1, 4, dtype=index_dtype(4 * n_faces + 1)),
+        face_nodes=face_nodes.reshape(-1),
+        owner=owner,
+        neighbour=neighbour,
+        patches=patches,
+        n_cells=n_cells,
+    )
+
+
+@nb.njit(cache=True)
+def _box_internal(nx, ny, nz, face_nodes, owner, neighbour):
+    """The box's internal faces: for each cell (ascending) its +x, +y, +z faces, so owner
+    and then neighbour ascend (OpenFOAM's upper-triangular order); each quad's normal points
+    from owner to neighbour."""
+    px, pxy = nx + 1, (nx + 1) * (ny + 1)  # point id steps in j and k
+    f = 0
+    for k in range(nz):
+        for j in range(ny):
+            for i in range(nx):
+                c = i + nx * (j + ny * k)
+                p = i + px * j + pxy * k  # the cell's lowest corner
+                if i < nx - 1:  # quad spanned by +y then +z at i + 1
+                    q = p + 1
+                    _quad(face_nodes, f, q, q + px, q + px + pxy, q + pxy)
+                    owner[f], neighbour[f] = c, c + 1
+                    f += 1
+                if j < ny - 1:  # by +z then +x at j + 1
+                    q = p + px
+                    _quad(face_nodes, f, q, q + pxy, q + pxy + 1, q + 1)
+                    owner[f], neighbour[f] = c, c + nx
+                    f += 1
+                if k < nz - 1:  # by +x then +y at k + 1
+                    q = p + pxy
+                    _quad(face_nodes, f, q, q + 1, q + 1 + px, q + px)
+                    owner[f], neighbour[f] = c, c + nx * ny
+                    f += 1
+
+
+@nb.njit(cache=True)
+def _quad(face_nodes, f, a, b, c, d):
+    face_nodes[f, 0], face_nodes[f, 1], face_nodes[f, 2], face_nodes[f, 3] = a, b, c, d
+
+
+def _box_sides(nx, ny, nz) -> list:
+    """(owner cells, quads) of each of the box's six sides in SIDES order, the cells in cell
+    order, the quads' normals pointing out of the box."""
 
     def pid(i, j, k):
         return i + (nx + 1) * (j + (ny + 1) * k)
 
-    def cid(i, j, k):
-        return i + nx * (j + ny * k)
-
-    # Quads with normals along +x, +y, +z given the lower corner (i, j, k) of the face.
     def span(i, j, k, a, b):
         """Quad spanned by unit steps ``a`` then ``b`` from (i, j, k): normal along a x b."""
         return np.stack([pid(i, j, k), pid(i + a[0], j + a[1], k + a[2]),
@@ -50,83 +114,26 @@ def box(cells, lengths=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), grading=(1.0, 1.
 
     ex, ey, ez = (1, 0, 0), (0, 1, 0), (0, 0, 1)
 
-    def quad_x(i, j, k):
-        return span(i, j, k, ey, ez)
+    def cells_on(d, at):
+        """(i, j, k) of the cells with index ``at`` in direction d, in cell order."""
+        n = [nx, ny, nz]
+        free = [np.arange(m) for m in n]
+        free[d] = np.array([at])
+        return [a.ravel(order="F") for a in np.meshgrid(*free, indexing="ij")]
 
-    def quad_y(i, j, k):
-        return span(i, j, k, ez, ex)
-
-    def quad_z(i, j, k):
-        return span(i, j, k, ex, ey)
-
-    I, J, K = np.meshgrid(np.arange(nx), np.arange(ny), np.arange(nz), indexing="ij")
-    I, J, K = (a.ravel(order="F") for a in (I, J, K))  # cell order
-    c = cid(I, J, K)
-
-    # Internal faces: for each cell (ascending) its +x, +y, +z faces, so owner and then
-    # neighbour ascend (OpenFOAM's upper-triangular order).
-    blocks_nodes, blocks_own, blocks_nbr, blocks_key = [], [], [], []
-    for d, (mask, quad, step) in enumerate((
-        (I < nx - 1, quad_x, 1),
-        (J < ny - 1, quad_y, nx),
-        (K < nz - 1, quad_z, nx * ny),
-    )):
-        ii, jj, kk, cc = I[mask], J[mask], K[mask], c[mask]
-        if d == 0:
-            nodes = quad(ii + 1, jj, kk)
-        elif d == 1:
-            nodes = quad(ii, jj + 1, kk)
-        else:
-            nodes = quad(ii, jj, kk + 1)
-        blocks_nodes.append(nodes)
-        blocks_own.append(cc)
-        blocks_nbr.append(cc + step)
-        blocks_key.append(cc * 3 + d)
-    key = np.concatenate(blocks_key)
-    order = np.argsort(key, kind="stable")
-    int_nodes = np.concatenate(blocks_nodes)[order]
-    owner = np.concatenate(blocks_own)[order]
-    neighbour = np.concatenate(blocks_nbr)[order]
-
-    # Boundary faces, patch by patch, normals pointing out of the domain.
-    bnd_nodes, bnd_owner, patches = [], [], []
-    start = len(owner)
-    for side in SIDES:
-        if side == "left":
-            m = I == 0
-            nodes = quad_x(I[m], J[m], K[m])[:, ::-1]
-        elif side == "right":
-            m = I == nx - 1
-            nodes = quad_x(I[m] + 1, J[m], K[m])
-        elif side == "bottom":
-            m = J == 0
-            nodes = quad_y(I[m], J[m], K[m])[:, ::-1]
-        elif side == "top":
-            m = J == ny - 1
-            nodes = quad_y(I[m], J[m] + 1, K[m])
-        elif side == "front":
-            m = K == 0
-            nodes = quad_z(I[m], J[m], K[m])[:, ::-1]
-        else:
-            m = K == nz - 1
-            nodes = quad_z(I[m], J[m], K[m] + 1)
-        bnd_nodes.append(nodes)
-        bnd_owner.append(c[m])
-        patches.append(Patch(side, start, int(m.sum())))
-        start += int(m.sum())
-
-    all_nodes = np.concatenate([int_nodes] + bnd_nodes).astype(np.int64)
-    n_faces = len(all_nodes)
-    mesh = Mesh(
-        points=points,
-        face_ptr=np.arange(0, 4 * n_faces + 1, 4, dtype=np.int64),
-        face_nodes=all_nodes.ravel(),
-        owner=np.concatenate([owner] + bnd_owner).astype(np.int64),
-        neighbour=neighbour.astype(np.int64),
-        patches=patches,
-        n_cells=nx * ny * nz,
-    )
-    return mesh
+    out = []
+    for d, (a, b) in enumerate(((ey, ez), (ez, ex), (ex, ey))):
+        for s in (0, 1):
+            i, j, k = cells_on(d, 0 if s == 0 else (nx, ny, nz)[d] - 1)
+            c = i + nx * (j + ny * k)
+            if s == 0:
+                nodes = span(i, j, k, a, b)[:, ::-1]
+            else:
+                step = [i, j, k]
+                step[d] = step[d] + 1
+                nodes = span(*step, a, b)
+            out.append((c, nodes))
+    return out
 
 
 # -- backward-facing step: a lattice with the block under the inlet channel removed ----------

@@ -117,14 +117,22 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
     take = np.repeat(mesh.face_ptr[faces] - face_ptr[:-1], counts) + np.arange(face_ptr[-1])
     gnodes = mesh.face_nodes[take]
     periodic = mesh.face_shift is not None
+    gshadow = mesh.shadow_nodes[take] if periodic else None
+    del take
+    # the points used, ascending, and the faces' nodes renumbered among them: a mark per
+    # point (np.unique would sort a copy of the face lists, rank 0's peak on big meshes)
+    mark = np.zeros(len(mesh.points), dtype=bool)
+    mark[gnodes] = True
     if periodic:  # the neighbour side's points too: a ghost's own faces are not local
-        gshadow = mesh.shadow_nodes[take]
-        used, inv = np.unique(np.concatenate([gnodes, gshadow]), return_inverse=True)
-        face_nodes, shadow_nodes = inv[: len(gnodes)], inv[len(gnodes):]
-    else:
-        used, face_nodes = np.unique(gnodes, return_inverse=True)
-    del take, gnodes
+        mark[gshadow] = True
+    used = np.flatnonzero(mark)
+    del mark
     node_t = index_dtype(len(used))
+    renumber = np.empty(len(mesh.points), dtype=node_t)
+    renumber[used] = np.arange(len(used), dtype=node_t)
+    face_nodes = renumber[gnodes]
+    shadow_nodes = renumber[gshadow] if periodic else None
+    del renumber, gnodes, gshadow
 
     # who needs what: send lists and receive slices per neighbour rank
     ghost_rank = parts[ghosts]
@@ -145,7 +153,7 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
         global_cells=cells.astype(np.int64),
         points=mesh.points[used],
         face_ptr=face_ptr.astype(index_dtype(face_ptr[-1] + 1)),
-        face_nodes=face_nodes.astype(node_t),
+        face_nodes=face_nodes,
         owner=to_local[mesh.owner[faces]],
         neighbour=to_local[mesh.neighbour[faces[:n_int_local]]],
         n_interior=len(interior),
@@ -163,7 +171,7 @@ def build_local(mesh: Mesh, parts: np.ndarray, rank: int) -> LocalMesh:
         send_cells=(np.concatenate(send_cells) if send_cells else np.zeros(0)).astype(np.int64),
         recv_ptr=recv_ptr.astype(np.int64),
         face_shift=mesh.face_shift[faces[:n_int_local]] if periodic else None,
-        shadow_nodes=shadow_nodes.astype(node_t) if periodic else None,
+        shadow_nodes=shadow_nodes,
     )
 
 
@@ -212,9 +220,14 @@ def _whole(mesh: Mesh, rank: int) -> LocalMesh:
 
 
 def distribute(mesh: Mesh | None, parts: np.ndarray | None, comm) -> LocalMesh:
-    """Rank 0 cuts every rank's LocalMesh and sends it; every rank returns its own."""
+    """Rank 0 cuts every rank's LocalMesh and sends it; every rank returns its own.  The
+    arrays travel as they are, out of the pickle (protocol 5): a pickled copy of a part
+    beside the part itself was rank 0's peak memory on big meshes."""
+    from mpi4py.util import pkl5
+
     if comm.size == 1:
         return build_local(mesh, parts, 0)
+    comm = pkl5.Intracomm(comm)
     if comm.rank == 0:
         for r in range(1, comm.size):
             comm.send(build_local(mesh, parts, r), dest=r, tag=11)

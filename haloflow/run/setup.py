@@ -132,8 +132,8 @@ def local_mesh(case, comm, log=None):
             fits(generated_cells(case.mesh), key)
             mesh = from_case(case.mesh, notes)
             fits(mesh.n_cells, where)
+            mesh.compact_indices()  # before the check: it holds the geometry beside the lists
             refuse_broken(mesh, where)
-            mesh.compact_indices()
         except MeshError as e:  # read on rank 0 only: every rank must stop with it
             err = str(e)
         for n in notes or ():

@@ -321,6 +321,8 @@ def test_check_topology_rejects_bad_meshes():
 def test_compact_indices_keeps_mesh_and_geometry():
     """32-bit face lists, owners and neighbours: same values, same geometry to the bit."""
     m = box((5, 4, 3), (1.0, 0.8, 0.6), grading=(2.0, 0.5, 1.0))
+    for k in ("face_ptr", "face_nodes", "owner", "neighbour"):  # as the readers make them
+        setattr(m, k, getattr(m, k).astype(np.int64))
     ref = {k: getattr(m, k).copy() for k in ("face_ptr", "face_nodes", "owner", "neighbour")}
     g0 = m.geom()
     m.compact_indices()
@@ -331,3 +333,12 @@ def test_compact_indices_keeps_mesh_and_geometry():
     for k in ("face_centres", "face_areas", "cell_centres", "cell_volumes"):
         np.testing.assert_array_equal(getattr(g1, k), getattr(g0, k))
     m.check_topology()
+
+
+def test_box_is_built_in_32_bits():
+    """The generator makes the compact index types itself (rank 0 builds the whole box)."""
+    m = box((4, 3, 2))
+    for k in ("face_ptr", "face_nodes", "owner", "neighbour"):
+        assert getattr(m, k).dtype == np.int32, k
+    assert m.face_nodes.shape == (4 * m.n_faces,)
+    assert m.n_faces == 3 * 3 * 2 + 4 * 2 * 2 + 4 * 3 * 1 + 2 * (3 * 2 + 4 * 2 + 4 * 3)
