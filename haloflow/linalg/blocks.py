@@ -135,18 +135,21 @@ def _row(indptr, indices, data, x, i):
 
 
 @nb.njit(cache=True, parallel=True)
-def spmv_dot2(indptr, indices, data, p, q, r, nt, part, out):
-    """q = A p, then out[:2] = (p.q, p.r) in the same region (FCG's product and sums)."""
+def spmv_dots4(indptr, indices, data, p, q, r, nt, part, out):
+    """q = A p, then out[:4] = (p.q, p.r, q.q, q.r) in the same region (FCG's product and
+    sums)."""
     n = len(indptr) - 1
     for t in nb.prange(nt):
-        s0 = s1 = 0.0
+        s0 = s1 = s2 = s3 = 0.0
         for i in range(n * t // nt, n * (t + 1) // nt):
             qi = _row(indptr, indices, data, p, i)
             q[i] = qi
             s0 += p[i] * qi
             s1 += p[i] * r[i]
-        part[t, 0], part[t, 1] = s0, s1
-    _total(part, nt, 2, out)
+            s2 += qi * qi
+            s3 += qi * r[i]
+        part[t, 0], part[t, 1], part[t, 2], part[t, 3] = s0, s1, s2, s3
+    _total(part, nt, 4, out)
 
 
 @nb.njit(cache=True, parallel=True)

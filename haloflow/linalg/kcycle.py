@@ -57,7 +57,7 @@ from .amg import (
     spmv,
     upper_residual_restrict,
 )
-from .krylov import SolveInfo
+from .krylov import SolveInfo, foreseen_converged
 from .matrix import IDX
 
 # per-level columns of the int64 table ``lv``
@@ -578,10 +578,12 @@ def _top_matvec(h, d0, cnt, x, y):
 
 
 @nb.njit(cache=True)
-def _spmv_dot2(ip, ix, data, p, q, r, n):
-    """q = A p and (p.q, p.r) in one pass, the sums in ``_dot2``'s order."""
+def _spmv_dots4(ip, ix, data, p, q, r, n):
+    """q = A p and (p.q, p.r, q.q, q.r) in one pass, the sums in ``_dot2``'s order."""
     s1 = 0.0
     s2 = 0.0
+    s3 = 0.0
+    s4 = 0.0
     for i in range(n):
         qi = 0.0
         for k in range(ip[i], ip[i + 1]):
@@ -589,20 +591,23 @@ def _spmv_dot2(ip, ix, data, p, q, r, n):
         q[i] = qi
         s1 += p[i] * qi
         s2 += p[i] * r[i]
-    return s1, s2
+        s3 += qi * qi
+        s4 += qi * r[i]
+    return s1, s2, s3, s4
 
 
 @nb.njit(cache=True)
 def _top_matvec_dots(h, d0, cnt, p, q, r, n):
-    """``_top_matvec`` (q = A p), then (p.q, p.r); one region on thread blocks."""
+    """``_top_matvec`` (q = A p), then (p.q, p.r, q.q, q.r); one region on thread
+    blocks."""
     nt = _blocks(h, 0)
     ip, ix, data, dp, dinv = _level(h, d0, 0)
     _exchange(h, cnt, 0, p, True)
     if not nt:
-        return _spmv_dot2(ip, ix, data, p, q, r, n)
+        return _spmv_dots4(ip, ix, data, p, q, r, n)
     sm = h[H_PART][nt]
-    tb.spmv_dot2(ip, ix, data, p, q, r, nt, h[H_PART], sm)
-    return sm[0], sm[1]
+    tb.spmv_dots4(ip, ix, data, p, q, r, nt, h[H_PART], sm)
+    return sm[0], sm[1], sm[2], sm[3]
 
 
 @nb.njit(cache=True)
@@ -617,12 +622,28 @@ def _top_residual(h, d0, cnt, x, b, r):
 
 
 @nb.njit(cache=True)
+def _sum1(h, cnt, a):
+    sm = _sums(h)
+    sm[0] = a
+    _reduce(h, cnt, 1, True)
+    return sm[0]
+
+
+@nb.njit(cache=True)
 def _sum2(h, cnt, a, b):
     sm = _sums(h)
     sm[0] = a
     sm[1] = b
     _reduce(h, cnt, 2, True)
     return sm[0], sm[1]
+
+
+@nb.njit(cache=True)
+def _sum4(h, cnt, a, b, c, d):
+    sm = _sums(h)
+    sm[0], sm[1], sm[2], sm[3] = a, b, c, d
+    _reduce(h, cnt, 4, True)
+    return sm[0], sm[1], sm[2], sm[3]
 
 
 @nb.njit(cache=True)
@@ -638,7 +659,8 @@ def _initial(rr, bb, tol, rel_tol, out):
 
 @nb.njit(cache=True)
 def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
-    """``krylov.fcg`` (FCG(1)) with the K-cycle preconditioner, operation for operation."""
+    """``krylov.fcg`` (FCG(1)) with the K-cycle preconditioner, operation for operation
+    (the last iteration's cycle skipped where the residual it foresees is converged)."""
     n = h[8][0, N]
     _top_residual(h, d0, cnt, x, b, r)
     rr, bb = _dot2(h, r, r, b, b, n)
@@ -649,18 +671,26 @@ def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
     _apply(h, d0, lu, ctl, cnt, r, z)
     p[:n] = z[:n]
     for it in range(1, max_iter + 1):
-        pq, pr = _top_matvec_dots(h, d0, cnt, p, q, r, n)
-        pq, pr = _sum2(h, cnt, pq, pr)
+        pq, pr, qq, qr = _top_matvec_dots(h, d0, cnt, p, q, r, n)
+        pq, pr, qq, qr = _sum4(h, cnt, pq, pr, qq, qr)
         out[0] = it
         if pq <= 0.0:
             break
-        rr = _fcg_step(h, x, r, p, q, pr / pq, n)
-        _apply(h, d0, lu, ctl, cnt, r, z)
-        zq = _dot1(h, z, q, n)
-        rr, zq = _sum2(h, cnt, rr, zq)
-        out[2] = np.sqrt(rr) / bnorm
-        if out[2] <= tol:
-            return
+        alpha = pr / pq
+        local = _fcg_step(h, x, r, p, q, alpha, n)
+        if foreseen_converged(rr, alpha, qq, qr, tol * bnorm):
+            rr = _sum1(h, cnt, local)
+            out[2] = np.sqrt(rr) / bnorm
+            if out[2] <= tol:
+                return
+            _apply(h, d0, lu, ctl, cnt, r, z)
+            zq = _sum1(h, cnt, _dot1(h, z, q, n))
+        else:
+            _apply(h, d0, lu, ctl, cnt, r, z)
+            rr, zq = _sum2(h, cnt, local, _dot1(h, z, q, n))
+            out[2] = np.sqrt(rr) / bnorm
+            if out[2] <= tol:
+                return
         _fcg_direction(h, z, zq / pq, p, n)
     out[3] = 1.0 if out[2] <= tol else 0.0
 

@@ -85,6 +85,56 @@ def test_same_iterations_and_answer_as_python(krylov, cells, dirichlet):
         assert len(amg.levels) >= 3  # a K-cycle level between the top and the coarsest
 
 
+def _fcg_checked_after_the_cycle(A, b, x, tol, red, ws, precond, cycles):
+    """FCG(1) as it was before the forecast: every iteration applies the preconditioner
+    before it checks the residual."""
+    n = A.pattern.n_rows
+    r, z, p, q = ws.v[:4]
+    A.residual(x, b, r)
+    rr, bb = red.sum(*K._dot2(r, r, b, b, n))
+    bnorm = np.sqrt(bb)
+    precond(r, z)
+    cycles.append(1)
+    p[:n] = z[:n]
+    for it in range(1, 201):
+        A.matvec(p, q)
+        pq, pr = red.sum(*K._dot2(p, q, p, r, n))
+        rr = K._fcg_update(x, r, p, q, pr / pq, n)
+        precond(r, z)
+        cycles.append(1)
+        rr, zq = red.sum(rr, K._dot(z, q, n))
+        if np.sqrt(rr) / bnorm <= tol:
+            return it
+        K._fcg_direction(z, zq / pq, p, n)
+    raise AssertionError("no convergence")
+
+
+@pytest.mark.parametrize(("cells", "dirichlet"), PROBLEMS[:3], ids=IDS[:3])
+def test_fcg_makes_no_cycle_after_its_last_iteration(cells, dirichlet):
+    """k iterations, k cycles (the first before the loop): the last one's would only make a
+    direction that is never used.  The iterates are those of checking after the cycle, to
+    the bit, in the Python and the compiled solve alike (the latter: its counters equal the
+    Python path's, as :func:`_compare` asserts)."""
+    lm, A, b, ws = _problem(cells, dirichlet)
+    amg = AMG(A, lm, Reducer(COMM))
+    before, now = [], []
+    x0 = np.zeros(lm.n_cells)
+    iters = _fcg_checked_after_the_cycle(A, b, x0, 1e-9, amg.red, ws,
+                                         amg.apply, before)
+    assert len(before) == iters + 1
+
+    def counted(r, z):
+        now.append(1)
+        amg.apply(r, z)
+
+    x1 = np.zeros(lm.n_cells)
+    info = K.fcg(A, b, x1, 1e-9, 200, amg.red, ws, counted)
+    assert info.converged and info.iters == iters and len(now) == iters
+    np.testing.assert_array_equal(x1[:lm.n_owned], x0[:lm.n_owned])
+    _, i2, diff = _compare(K.fcg, lm, A, b, ws, amg, 1e-9)
+    assert i2.iters == iters and diff < 1e-11
+
+
 def test_v_cycle_and_relative_tolerance():
     """The V-cycle variant, a relative tolerance, and a solve that starts converged."""
     lm, A, b, ws = _problem((24, 20, 1), False)
