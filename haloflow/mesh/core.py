@@ -28,6 +28,17 @@ def index_dtype(n: int):
     return np.int32 if n < 2**31 else np.int64
 
 
+def _narrowed(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` as ``dtype`` where every value fits it, else ``a`` itself."""
+    a = np.asarray(a)
+    if a.dtype == dtype or not len(a):
+        return a.astype(dtype, copy=False)
+    info = np.iinfo(dtype)
+    if a.min() < info.min or a.max() > info.max:
+        return a
+    return a.astype(dtype)
+
+
 @dataclass
 class Patch:
     """A contiguous run of boundary faces: ``faces[start:start + size]``."""
@@ -93,14 +104,16 @@ class Mesh:
     def compact_indices(self) -> None:
         """Hold the face lists, owners and neighbours in 32 bits where the counts allow (in
         place): rank 0 keeps the global mesh while it cuts every rank's part, and the
-        readers and generators make int64."""
+        readers and generators make int64.  An array holding a value that 32 bits cannot
+        (a broken mesh file's) is kept as it is, for the mesh check to report, not wrapped
+        into range."""
         node_t, cell_t = index_dtype(len(self.points)), index_dtype(self.n_cells)
-        self.face_ptr = self.face_ptr.astype(index_dtype(self.face_ptr[-1] + 1), copy=False)
-        self.face_nodes = self.face_nodes.astype(node_t, copy=False)
-        self.owner = self.owner.astype(cell_t, copy=False)
-        self.neighbour = self.neighbour.astype(cell_t, copy=False)
+        self.face_ptr = _narrowed(self.face_ptr, index_dtype(self.face_ptr[-1] + 1))
+        self.face_nodes = _narrowed(self.face_nodes, node_t)
+        self.owner = _narrowed(self.owner, cell_t)
+        self.neighbour = _narrowed(self.neighbour, cell_t)
         if self.shadow_nodes is not None:
-            self.shadow_nodes = self.shadow_nodes.astype(node_t, copy=False)
+            self.shadow_nodes = _narrowed(self.shadow_nodes, node_t)
 
     def check_topology(self) -> None:
         """Raise ValueError if the face/cell lists are not a consistent OpenFOAM-style mesh."""

@@ -342,3 +342,19 @@ def test_box_is_built_in_32_bits():
         assert getattr(m, k).dtype == np.int32, k
     assert m.face_nodes.shape == (4 * m.n_faces,)
     assert m.n_faces == 3 * 3 * 2 + 4 * 2 * 2 + 4 * 3 * 1 + 2 * (3 * 2 + 4 * 2 + 4 * 3)
+
+
+def test_compact_indices_keeps_values_32_bits_cannot_hold():
+    """A broken file's face list naming point 2^32 + 1 must not be wrapped to point 1 (a
+    valid one) before the mesh check sees it: that array stays 64-bit and is refused."""
+    from haloflow.mesh.quality import check
+
+    m = box((3, 2, 2))
+    m.face_nodes = m.face_nodes.astype(np.int64)
+    m.face_nodes[5] = 2**32 + 1
+    m.owner = m.owner.astype(np.int64)
+    m.compact_indices()
+    assert m.face_nodes.dtype == np.int64 and m.face_nodes[5] == 2**32 + 1
+    assert m.owner.dtype == np.int32
+    rep = check(m)
+    assert not rep.ok and any("points that do not exist" in p for p in rep.problems)
