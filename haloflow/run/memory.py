@@ -47,12 +47,18 @@ def rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
-    """The largest resident set so far (``ru_maxrss`` is in kilobytes on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """The largest resident set so far (``ru_maxrss`` is in kilobytes on Linux), at least
+    the resident set now: the kernel raises its high-water mark from page counters it
+    syncs only now and then, so a process at its peak can read a few hundred KB more in
+    /proc than in ``ru_maxrss`` (seen in a test worker that had been larger before)."""
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, rss_bytes())
 
 
 def summary(samples) -> dict:
-    """summary.json's entries from every rank's ``(base, peak, owned cells)``."""
+    """summary.json's entries from every rank's ``(base, peak, owned cells)``; a rank's
+    peak is at least its base (the base is a resident set it had: see
+    :func:`peak_rss_bytes`)."""
+    samples = [(b, max(b, p), n) for b, p, n in samples]
     return {
         "base_rss_mb": max(s[0] for s in samples) / MIB,
         "peak_rss_mb": max(s[1] for s in samples) / MIB,
