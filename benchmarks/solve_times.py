@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -70,12 +71,13 @@ def main() -> None:
     keys = race.haloflow_sets(a.cells, a.steps, False, False) if a.case == "cavity" else []
     keys += [x for kv in a.set for x in ("--set", kv)]
     out = comm.bcast(tempfile.mkdtemp() if comm.rank == 0 else None)
-    try:
-        haloflow_main(["run", a.case, "-o", os.path.join(out, "run"), "--quiet", "--force",
-                       "--steps", str(a.steps), *keys])
-    except SystemExit as e:
-        if e.code:
-            raise
+    rc = haloflow_main(["run", a.case, "-o", os.path.join(out, "run"), "--quiet", "--force",
+                        "--steps", str(a.steps), *keys])
+    if rc:
+        sys.exit(rc)
+    comm.Barrier()
+    if comm.rank == 0:
+        shutil.rmtree(out, ignore_errors=True)
     if len(solves) <= a.skip + 1:
         sys.exit("too few compiled pressure solves to fit (is the solve compiled here?)")
     res = {"case": a.case, "cells": a.cells, "ranks": comm.size, **fit(solves[a.skip:]),
