@@ -282,7 +282,8 @@ class PisoSolver:
         first = not self._rau_sent
         h = self._h_first if first else self._h_fields[:-1]
         self._rau_sent = True
-        self.pressure.predict_fluxes(self.HbyA, self.rAU, h, self._system_with_fluxes())
+        self.pressure.predict_fluxes(self.HbyA, self.rAU, h, self._system_with_fluxes(),
+                                     matrix=first)
         if first:  # the closure's ghosts have arrived
             self.closure.refresh()
         if self.energy is not None:
