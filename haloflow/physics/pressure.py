@@ -149,12 +149,12 @@ def fluxes_and_system(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uva
 
 
 @nb.njit(cache=True)
-def fluxes_and_rhs(owner, neighbour, weight, sf, HbyA, ukind, uvalue, pkind, pvalue, phiH, g,
-                   f0, n_cells, rhs):
+def fluxes_and_rhs(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uvalue, pkind,
+                   pvalue, phiH, g, f0, n_cells, rhs):
     """:func:`fluxes_and_system` where the matrix is the one already filled (PISO's later
     correctors: ``V/A``, and so every coupling ``g``, is unchanged): the predicted fluxes and
-    the right-hand side alone, ``g`` read, not made again.  The fluxes and the right-hand
-    side are those of the whole kernel, operation for operation."""
+    the right-hand side alone, operation for operation as the whole kernel makes them; ``g``
+    is read, not made again (the compiler drops the coupling ``_face_flux`` would return)."""
     ni = len(neighbour)
     h0, h1, h2 = HbyA[0], HbyA[1], HbyA[2]
     for c in range(n_cells):
@@ -162,19 +162,12 @@ def fluxes_and_rhs(owner, neighbour, weight, sf, HbyA, ukind, uvalue, pkind, pva
     for f in range(ni):
         o = owner[f]
         n = neighbour[f]
+        s, _ = _face_flux(f, o, n, weight, sf, gdiff, h0, h1, h2, rAU, phiH, g, f0)
         if f >= f0:
-            w = weight[f]
-            w1 = 1.0 - w
-            s = 0.0
-            s += (w * h0[o] + w1 * h0[n]) * sf[f, 0]
-            s += (w * h1[o] + w1 * h1[n]) * sf[f, 1]
-            s += (w * h2[o] + w1 * h2[n]) * sf[f, 2]
             phiH[f] = s
-        else:
-            s = phiH[f]
         rhs[o] -= s
         rhs[n] += s
-    for f in range(ni, len(owner)):  # _boundary_fluxes without g, then _boundary_system's rhs
+    for f in range(ni, len(owner)):  # _boundary_fluxes' phiH, _boundary_system's rhs
         b = f - ni
         o = owner[f]
         k = ukind[b]
@@ -189,20 +182,6 @@ def fluxes_and_rhs(owner, neighbour, weight, sf, HbyA, ukind, uvalue, pkind, pva
         rhs[o] -= s
         if pkind[b] == FIXED:
             rhs[o] += g[f] * pvalue[b]
-
-
-@nb.njit(cache=True)
-def face_fluxes(owner, neighbour, weight, sf, HbyA, phiH, f0, f1):
-    """:func:`predicted_fluxes`' ``phiH`` on internal faces ``[f0, f1)`` alone, its
-    coupling kept (see :func:`fluxes_and_rhs`)."""
-    for f in range(f0, f1):
-        o = owner[f]
-        n = neighbour[f]
-        w = weight[f]
-        s = 0.0
-        for d in range(3):
-            s += (w * HbyA[d, o] + (1.0 - w) * HbyA[d, n]) * sf[f, d]
-        phiH[f] = s
 
 
 @nb.njit(cache=True)
@@ -467,27 +446,20 @@ class Pressure:
                bc.u_kind, bc.u_value, bc.p_kind, self.phiH, self.g)
         ni, nint = lm.n_internal, lm.n_interior
         f0 = nint if self.ex.overlaps else 0
-        fb = self.face_blocks() if system else None
-        rhs_only = system and not matrix and fb is None
         if f0:
             with T("halo"):
                 h = self.ex.start(h_fields)
             with T("fluxes"):
-                if rhs_only:
-                    face_fluxes(self.owner, lm.neighbour, fc.weight, self.sf, HbyA, self.phiH,
-                                0, nint)
-                else:
-                    predicted_fluxes(*pre, 0, nint, False)
+                predicted_fluxes(*pre, 0, nint, False)
             with T("halo"):
                 self.ex.finish(h)
         else:
             with T("halo"):
                 self.ex.exchange(h_fields)
-        if rhs_only:
+        fb = self.face_blocks() if system else None
+        if system and not matrix and fb is None:
             with T("fluxes"):
-                fluxes_and_rhs(self.owner, lm.neighbour, fc.weight, self.sf, HbyA, bc.u_kind,
-                               bc.u_value, bc.p_kind, bc.p_value, self.phiH, self.g, f0,
-                               lm.n_cells, self.rhs)
+                fluxes_and_rhs(*pre[:10], bc.p_value, *pre[10:], f0, lm.n_cells, self.rhs)
             self._assembled = True
             return
         if system:

@@ -44,10 +44,7 @@ def test_predicted_fluxes_and_pressure_system_count_no_references():
                     n, np.zeros(n), np.zeros(ni), np.zeros(ni), np.zeros(n)) == 0
     assert phiH.any() and g.any()
     rhs = np.zeros(n)  # PISO's later correctors: the fluxes and the right-hand side alone
-    assert _increfs(pressure.face_fluxes, owner, neighbour, pre[2], pre[3], pre[5], phiH, 0,
-                    ni) == 0
-    assert _increfs(pressure.fluxes_and_rhs, owner, neighbour, pre[2], pre[3], pre[5], _kinds(),
-                    pre[8], _kinds(), np.ones(3), phiH, g, 2, n, rhs) == 0
+    assert _increfs(pressure.fluxes_and_rhs, *pre, np.ones(3), phiH, g, 2, n, rhs) == 0
     assert rhs.any()
 
 
