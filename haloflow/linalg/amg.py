@@ -434,6 +434,22 @@ def l1_inverse(indptr, indices, data, diag_pos, n, out):
 
 
 @nb.njit(cache=True)
+def l1_inverse_rows(indptr, indices, data, diag, rows, n, out):
+    """:func:`l1_inverse` from the matrix's own diagonal, reading a row only where it has
+    ghost columns (``rows``): the same values, without streaming the whole matrix in (the
+    top level's refresh on one rank, 64^3: 3.4 -> 0.6 ms per step)."""
+    for i in range(n):
+        out[i] = 1.0 / diag[i]
+    for t in range(len(rows)):
+        i = rows[t]
+        s = diag[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            if indices[k] >= n:
+                s += abs(data[k])
+        out[i] = 1.0 / s
+
+
+@nb.njit(cache=True)
 def split_at_diagonal(indptr, indices, diag_pos, n):
     """True if every row's columns before its diagonal are lower rows and those after it
     higher ones (ghost columns, numbered after the owned rows, among them): what the
@@ -871,10 +887,15 @@ class Level:
         self.dinv = np.zeros(max(n, 1))  # the smoother's inverse l1 diagonal
         self.split = None  # the pattern splits at the diagonal (split_at_diagonal)
         self.cut = None  # rows with ghost columns, swept again after an exchange (RESWEEP)
+        self.diag = None  # the top level: its matrix's diagonal, which the l1 one starts from
         self.krylov = True  # K-cycle: solved by two Krylov steps (else one plain cycle)
 
     def smoother_setup(self):
-        l1_inverse(self.indptr, self.indices, self.data, self.diag_pos, self.n, self.dinv)
+        if self.diag is not None and self.cut is not None:  # the rows with ghosts known
+            l1_inverse_rows(self.indptr, self.indices, self.data, self.diag, self.cut, self.n,
+                            self.dinv)
+        else:
+            l1_inverse(self.indptr, self.indices, self.data, self.diag_pos, self.n, self.dinv)
         if self.split is None:  # the pattern is fixed: checked once
             self.split = bool(split_at_diagonal(self.indptr, self.indices, self.diag_pos,
                                                 self.n))
@@ -954,6 +975,7 @@ class AMG:
         p = A.pattern
         top = Level(p.indptr, p.indices, A.data, p.diag_pos, p.n_rows, p.n_cols, A.ex,
                     self.red)
+        top.diag = A.diag
         top.topo = self.lmesh
         if self.red.parallel:  # global ids of the columns; the serial order is the mesh's
             top.global_cols = np.asarray(self.lmesh.global_cells, dtype=np.int64)

@@ -21,7 +21,7 @@ from mpi4py import MPI
 
 from haloflow.io.probes import gather_cells
 from haloflow.linalg import krylov as K
-from haloflow.linalg.amg import AMG
+from haloflow.linalg.amg import AMG, l1_inverse
 from haloflow.linalg.poisson import laplacian, smooth_rhs
 from haloflow.mesh.blocks import box
 from haloflow.parallel.decompose import decompose
@@ -60,6 +60,9 @@ def test_distributed_amg_matches_serial(nranks):
         mesh, lm = _split(cells, comm)
         for dirichlet in (True, False):
             x, info, amg, _, b = _solve(lm, comm, dirichlet)
+            top, full = amg.levels[0], np.zeros(lm.n_owned)  # refreshed from A's diagonal
+            l1_inverse(top.indptr, top.indices, top.data, top.diag_pos, top.n, full)
+            assert top.diag is not None and np.array_equal(top.dinv[: top.n], full)
             (xg,) = gather_cells(lm, comm, x)
             (bg,) = gather_cells(lm, comm, b)
             if comm.rank != 0:
