@@ -91,6 +91,21 @@ def _fill(data, diag, lower, upper, diag_pos, lower_pos, upper_pos):
 
 
 @kernel
+def _fill_symmetric(data, diag, coupling, diag_pos, lower_pos, upper_pos):
+    """:func:`_fill` where both off-diagonal entries of internal face f are ``-coupling[f]``
+    (the pressure Laplacian): one face array read, and no face arrays for the assembly to
+    write (64^3 cavity: 2.7 ms a fill before, with the two it wrote)."""
+    for i in nb.prange(len(diag_pos)):
+        data[diag_pos[i]] = diag[i]
+    for f in nb.prange(len(upper_pos)):
+        a = -coupling[f]
+        if upper_pos[f] >= 0:
+            data[upper_pos[f]] = a
+        if lower_pos[f] >= 0:
+            data[lower_pos[f]] = a
+
+
+@kernel
 def spmv(indptr, indices, data, x, y):
     for i in nb.prange(len(indptr) - 1):
         s = 0.0
@@ -158,6 +173,12 @@ class DistMatrix:
         p = self.pattern
         self.diag[:] = diag[: p.n_rows]
         _fill(self.data, self.diag, lower, upper, p.diag_pos, p.lower_pos, p.upper_pos)
+
+    def fill_symmetric(self, diag, coupling) -> None:
+        """:meth:`fill` with ``lower = upper = -coupling`` per internal face."""
+        p = self.pattern
+        self.diag[:] = diag[: p.n_rows]
+        _fill_symmetric(self.data, self.diag, coupling, p.diag_pos, p.lower_pos, p.upper_pos)
 
     def matvec(self, x, y) -> None:
         """y[:n_owned] = A x; refreshes the ghost values of x first."""

@@ -85,25 +85,24 @@ def predicted_fluxes(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uval
 
 
 @nb.njit(cache=True, inline="always")
-def _add_face(f, o, n, gf, phif, diag, lower, upper, rhs):
-    """Internal face ``f``'s share of the pressure system: coupling ``gf``, flux ``phif``."""
+def _add_face(o, n, gf, phif, diag, rhs):
+    """An internal face's share of the pressure system: coupling ``gf``, flux ``phif`` (its
+    off-diagonal entries, ``-gf`` both ways, are the matrix's ``fill_symmetric`` of ``g``)."""
     diag[o] += gf
     diag[n] += gf
-    lower[f] = -gf
-    upper[f] = -gf
     rhs[o] -= phif
     rhs[n] += phif
 
 
 @nb.njit(cache=True)
-def pressure_system(owner, neighbour, phiH, g, pkind, pvalue, n_cells, diag, lower, upper, rhs):
+def pressure_system(owner, neighbour, phiH, g, pkind, pvalue, n_cells, diag, rhs):
     """sum_f g_f (p_P - p_N) = -sum_f phiH_f (+ fixed-pressure boundary terms)."""
     ni = len(neighbour)
     for c in range(n_cells):
         diag[c] = 0.0
         rhs[c] = 0.0
     for f in range(ni):
-        _add_face(f, owner[f], neighbour[f], g[f], phiH[f], diag, lower, upper, rhs)
+        _add_face(owner[f], neighbour[f], g[f], phiH[f], diag, rhs)
     _boundary_system(owner, ni, phiH, g, pkind, pvalue, diag, rhs)
 
 
@@ -126,7 +125,7 @@ def correct_fluxes(owner, neighbour, phiH, g, p, pkind, pvalue, phi, f0, f1, bou
 
 @nb.njit(cache=True)
 def fluxes_and_system(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uvalue, pkind,
-                      pvalue, phiH, g, f0, n_cells, diag, lower, upper, rhs):
+                      pvalue, phiH, g, f0, n_cells, diag, rhs):
     """:func:`predicted_fluxes` on the internal faces from ``f0`` and the boundary faces, and
     :func:`pressure_system` of all faces, in one pass where ``f0`` is 0 (the faces before
     ``f0`` were predicted while the ghosts of ``H/A`` were in flight).  Each face and cell
@@ -143,7 +142,7 @@ def fluxes_and_system(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uva
         if f >= f0:
             phiH[f] = s
             g[f] = gf
-        _add_face(f, o, n, gf, s, diag, lower, upper, rhs)
+        _add_face(o, n, gf, s, diag, rhs)
     _boundary_fluxes(owner, ni, ukind, uvalue, HbyA, sf, gdiff, rAU, pkind, phiH, g)
     _boundary_system(owner, ni, phiH, g, pkind, pvalue, diag, rhs)
 
@@ -306,8 +305,8 @@ def correct_gauss_blocks(owner, neighbour, weight, sf, vol, phiH, g, p, pkind, p
 
 @nb.njit(cache=True, parallel=True)
 def fluxes_and_system_blocks(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uvalue,
-                             pkind, pvalue, phiH, g, f0, n_cells, diag, lower, upper, rhs,
-                             cells, own_ptr, own, in_ptr, incoming):
+                             pkind, pvalue, phiH, g, f0, n_cells, diag, rhs, cells, own_ptr,
+                             own, in_ptr, incoming):
     """:func:`fluxes_and_system` with the internal faces shared among the threads as in
     :func:`correct_gauss_blocks` (``n_cells``: the blocks' cells); a face from an earlier
     block is computed again by the thread of its neighbour, the same arithmetic."""
@@ -333,8 +332,6 @@ def fluxes_and_system_blocks(owner, neighbour, weight, sf, gdiff, HbyA, rAU, uki
                 phiH[f] = s
                 g[f] = gf
             diag[o] += gf
-            lower[f] = -gf
-            upper[f] = -gf
             rhs[o] -= s
             if lo <= n < hi:
                 diag[n] += gf
@@ -414,7 +411,7 @@ class Pressure:
         self.g = np.zeros(nf)
         self.phiH0 = np.zeros(nf) if nonorth else None
         # assembled here, copied into P: the scratch the momentum equation reuses
-        self.diag, self.lower, self.upper = scratch.diag, scratch.lower, scratch.upper
+        self.diag = scratch.diag
         self.rhs, self.work = scratch.rhs, scratch.work
         self.p_field = (p,)
         self.normalised = None  # a NormalisedResidual: report OpenFOAM's initial residual
@@ -466,10 +463,10 @@ class Pressure:
             with T("fluxes"):
                 if fb is None:
                     fluxes_and_system(*pre[:10], bc.p_value, *pre[10:], f0, lm.n_cells,
-                                      self.diag, self.lower, self.upper, self.rhs)
+                                      self.diag, self.rhs)
                 else:
                     fluxes_and_system_blocks(*pre[:10], bc.p_value, *pre[10:], f0, lm.n_cells,
-                                             self.diag, self.lower, self.upper, self.rhs, *fb)
+                                             self.diag, self.rhs, *fb)
             self._assembled = True
             return
         with T("fluxes"):
@@ -519,11 +516,10 @@ class Pressure:
         with T("assemble"):
             if not self._assembled:
                 pressure_system(self.owner, lm.neighbour, self.phiH, self.g, bc.p_kind,
-                                bc.p_value, lm.n_cells, self.diag, self.lower, self.upper,
-                                self.rhs)
+                                bc.p_value, lm.n_cells, self.diag, self.rhs)
             self._assembled = False
             if first:
-                self.P.fill(self.diag, self.lower, self.upper)
+                self.P.fill_symmetric(self.diag, self.g)
             if self.singular:  # make the all-Neumann system consistent
                 mean = self.red.sum(float(self.rhs[:n].sum()))[0] / lm.n_cells_global
                 self.rhs[:n] -= mean
@@ -610,8 +606,8 @@ class Pressure:
                          np.zeros((3, lm.n_cells)), rau, bc.u_kind, bc.u_value, bc.p_kind,
                          self.phiH, self.g, 0, lm.n_internal, True)
         pressure_system(self.owner, lm.neighbour, self.phiH, self.g, bc.p_kind, bc.p_value,
-                        lm.n_cells, self.diag, self.lower, self.upper, self.rhs)
-        self.P.fill(self.diag, self.lower, self.upper)
+                        lm.n_cells, self.diag, self.rhs)
+        self.P.fill_symmetric(self.diag, self.g)
         self._build_amg()
         self.amg.refactor_next()  # the next solve's matrix factored, as the saved run's was
         self.amg_basis = rau.copy()

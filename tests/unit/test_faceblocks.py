@@ -89,11 +89,10 @@ def test_fluxes_and_system_on_face_blocks_is_the_serial_kernel(cavity, nt, f0):
         phiH, g = np.full_like(pr.phiH, np.nan), np.full_like(pr.g, np.nan)
         phiH[:f0], g[:f0] = before
         diag, rhs = np.full(lm.n_cells, np.nan), np.full(lm.n_cells, np.nan)
-        lower, upper = np.full(lm.n_internal, np.nan), np.full(lm.n_internal, np.nan)
         kern(pr.owner, lm.neighbour, pr.fc.weight, pr.sf, pr.fc.gdiff, HbyA, rAU,
              pr.bc.u_kind, pr.bc.u_value, pr.bc.p_kind, pr.bc.p_value, phiH, g, f0, lm.n_cells,
-             diag, lower, upper, rhs, *extra)
-        got[name] = (phiH, g, diag, lower, upper, rhs)
+             diag, rhs, *extra)
+        got[name] = (phiH, g, diag, rhs)
     for a, b in zip(got["serial"], got["blocks"], strict=True):
         assert np.isfinite(a).all()
         np.testing.assert_array_equal(a, b)
@@ -123,11 +122,10 @@ def test_fluxes_and_rhs_is_the_whole_kernel_with_its_coupling(case, f0, request)
     phiH, g = np.full_like(pr.phiH, np.nan), np.full_like(pr.g, np.nan)
     P.predicted_fluxes(pr.owner, lm.neighbour, fc.weight, pr.sf, fc.gdiff, HbyA, rAU,
                        pr.bc.u_kind, pr.bc.u_value, pr.bc.p_kind, phiH, g, 0, f0, False)
-    diag, lower, upper, rhs = (np.full(m, np.nan) for m in (n, lm.n_internal,
-                                                            lm.n_internal, n))
+    diag, rhs = np.full(n, np.nan), np.full(n, np.nan)
     P.fluxes_and_system(pr.owner, lm.neighbour, fc.weight, pr.sf, fc.gdiff, HbyA, rAU,
                         pr.bc.u_kind, pr.bc.u_value, pr.bc.p_kind, pr.bc.p_value, phiH, g, f0,
-                        n, diag, lower, upper, rhs)
+                        n, diag, rhs)
     phiH2, rhs2 = np.full_like(phiH, np.nan), np.full(n, np.nan)
     phiH2[:f0] = phiH[:f0]  # predicted while the exchange flew
     g2 = g.copy()

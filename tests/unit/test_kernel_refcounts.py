@@ -41,7 +41,7 @@ def test_predicted_fluxes_and_pressure_system_count_no_references():
     phiH, g = np.zeros(nf), np.zeros(nf)
     assert _increfs(pressure.predicted_fluxes, *pre, phiH, g, 0, ni, True) == 0
     assert _increfs(pressure.pressure_system, owner, neighbour, phiH, g, _kinds(), np.ones(3),
-                    n, np.zeros(n), np.zeros(ni), np.zeros(ni), np.zeros(n)) == 0
+                    n, np.zeros(n), np.zeros(n)) == 0
     assert phiH.any() and g.any()
     rhs = np.zeros(n)  # PISO's later correctors: the fluxes and the right-hand side alone
     assert _increfs(pressure.fluxes_and_rhs, *pre, np.ones(3), phiH, g, 2, n, rhs) == 0

@@ -79,6 +79,21 @@ def test_refill_overwrites_every_coefficient():
     assert abs(A.to_scipy() - _reference(m, d2, l2, u2)).max() == 0.0
 
 
+def test_symmetric_fill_is_the_fill_of_minus_the_coupling():
+    """fill_symmetric(diag, g) makes the matrix of fill(diag, -g, -g), every entry to the
+    bit, over a matrix that held other values (the boundary faces' couplings after the
+    internal ones are not read)."""
+    m = _mesh()
+    lm, A = _serial(m, *_coefficients(m, False, seed=3))
+    diag, lower, _ = _coefficients(m, True, seed=4)
+    g = np.concatenate([-lower, np.full(m.n_faces - m.n_internal, np.nan)])
+    A.fill_symmetric(diag, g)
+    got = A.data.copy()
+    A.fill(diag, lower, lower)
+    np.testing.assert_array_equal(got, A.data)
+    np.testing.assert_array_equal(A.diag, diag)
+
+
 @pytest.mark.parametrize("symmetric", [True, False], ids=["spd", "nonsym"])
 def test_matvec_residual_off_diagonal(symmetric):
     """matvec, residual and off_diagonal agree with scipy products on random vectors."""
