@@ -434,15 +434,15 @@ def l1_inverse(indptr, indices, data, diag_pos, n, out):
 
 
 @nb.njit(cache=True)
-def l1_inverse_rows(indptr, indices, data, diag, rows, n, out):
-    """:func:`l1_inverse` from the matrix's own diagonal, reading a row only where it has
-    ghost columns (``rows``): the same values, without streaming the whole matrix in (the
-    top level's, 64^3 on one rank: about 2.7 -> 0.36 ms a refresh)."""
+def l1_inverse_rows(indptr, indices, data, diag_pos, rows, n, out):
+    """:func:`l1_inverse` reading each row's diagonal entry alone, and whole rows only where
+    they have ghost columns (``rows``, sorted): the same values at half the memory traffic
+    (a 64^3 Laplacian's rows: 1.6-1.9 -> 0.8-0.9 ms)."""
     for i in range(n):
-        out[i] = 1.0 / diag[i]
+        out[i] = 1.0 / data[diag_pos[i]]
     for t in range(len(rows)):
         i = rows[t]
-        s = diag[i]
+        s = data[diag_pos[i]]
         for k in range(indptr[i], indptr[i + 1]):
             if indices[k] >= n:
                 s += abs(data[k])
@@ -865,6 +865,7 @@ def _transfers(comm, offsets, members_elsewhere, local_col):
 
 
 VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")  # a level's work vectors
+NO_ROWS = np.zeros(0, dtype=IDX)  # a level without ghost columns: none has them
 
 
 class Level:
@@ -887,12 +888,12 @@ class Level:
         self.dinv = np.zeros(max(n, 1))  # the smoother's inverse l1 diagonal
         self.split = None  # the pattern splits at the diagonal (split_at_diagonal)
         self.cut = None  # rows with ghost columns, swept again after an exchange (RESWEEP)
-        self.diag = None  # the top level: its matrix's diagonal, which the l1 one starts from
         self.krylov = True  # K-cycle: solved by two Krylov steps (else one plain cycle)
 
     def smoother_setup(self):
-        if self.diag is not None and self.cut is not None:  # the rows with ghosts known
-            l1_inverse_rows(self.indptr, self.indices, self.data, self.diag, self.cut, self.n,
+        rows = NO_ROWS if self.ncols == self.n else self.cut  # the rows with ghost columns
+        if rows is not None:
+            l1_inverse_rows(self.indptr, self.indices, self.data, self.diag_pos, rows, self.n,
                             self.dinv)
         else:
             l1_inverse(self.indptr, self.indices, self.data, self.diag_pos, self.n, self.dinv)
@@ -975,7 +976,6 @@ class AMG:
         p = A.pattern
         top = Level(p.indptr, p.indices, A.data, p.diag_pos, p.n_rows, p.n_cols, A.ex,
                     self.red)
-        top.diag = A.diag
         top.topo = self.lmesh
         if self.red.parallel:  # global ids of the columns; the serial order is the mesh's
             top.global_cols = np.asarray(self.lmesh.global_cells, dtype=np.int64)
