@@ -6,6 +6,9 @@ y = 1) sliding in +x at U = 1; Re 400 (nu = 0.0025), lid Courant number 0.5 (dt 
 no non-orthogonal corrector (the mesh is orthogonal).  Runs are interleaved (per repeat, per
 size, per rank count: haloflow, then icoFoam), each after the machine has gone quiet
 (``--quiet-below``, /proc/stat; the busy fraction seen is stored), and the medians kept.
+"x icoFoam" is the ratio of the two codes' medians (the issue's measure); "pairs" the median
+of each round's ratio, whose two runs followed each other and so saw one state of a shared
+host, which moves either code's time by a third within an hour (docs/performance.md).
 
     .venv/bin/python benchmarks/race.py                       # 8, 32, 64 cubed; 1, 2 ranks
     .venv/bin/python benchmarks/race.py --sizes 8 --repeat 1 --steps 5
@@ -340,12 +343,13 @@ def _opt(row: dict, key: str, fmt: str, width: int = 8) -> str:
 
 def print_table(rows: list[dict], acc: list[dict], base: dict) -> None:
     print(f"\n{'size':>5} {'code':<9} {'ranks':>5} {'s/step':>10} {'spread %':>8} "
-          f"{'x icoFoam':>9} {'rank MB':>8} {'job MB':>8} {'KB/cell':>8} {'>base':>8} "
+          f"{'x icoFoam':>9} {'pairs':>6} {'rank MB':>8} {'job MB':>8} {'KB/cell':>8} {'>base':>8} "
           f"{'p it':>5} {'U it':>5} {'busy':>5}")
     for r in rows:
         busy = max((b for b in r["busy_before"] if b is not None), default=float("nan"))
         print(f"{r['size']:>5} {r['code']:<9} {r['ranks']:>5} {r['s_per_step']:>10.5f} "
               f"{100 * r['spread']:>8.1f} {_opt(r, 'vs_icofoam', '>9.2f', 9)} "
+              f"{_opt(r, 'vs_icofoam_pairs', '>6.2f', 6)} "
               f"{_opt(r, 'rss_rank_max_mb', '>8.1f')} {_opt(r, 'rss_total_mb', '>8.1f')} "
               f"{_opt(r, 'kb_per_cell', '>8.2f')} {_opt(r, 'kb_per_cell_above_base', '>8.2f')} "
               f"{r['p_iters_mean']:>5.1f} {r['u_iters_mean']:>5.1f} {busy:>5.2f}")
@@ -415,6 +419,9 @@ def main() -> None:
                "u_iters_mean": statistics.median(x["u_iters_mean"] for x in rr)}
         of = runs.get((n, "icoFoam", r))
         row["vs_icofoam"] = row["s_per_step"] / summary(of)["s_per_step"] if of else None
+        # each round's two runs followed each other: their ratio sees one state of the host
+        row["vs_icofoam_pairs"] = statistics.median(
+            x["s_per_step"] / y["s_per_step"] for x, y in zip(rr, of, strict=True)) if of else None
         if code == "icoFoam":  # from the times in its log: the dt it really took
             row["lid_courant"] = U_LID * rr[0]["dt"] * n
         if row["rss_total_mb"] is not None:
