@@ -865,7 +865,6 @@ def _transfers(comm, offsets, members_elsewhere, local_col):
 
 
 VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")  # a level's work vectors
-NO_ROWS = np.zeros(0, dtype=IDX)  # a level without ghost columns: none has them
 
 
 class Level:
@@ -887,16 +886,16 @@ class Level:
         self.b = self.x = self.r = self.c = self.d = self.v = self.w = self.r2 = None
         self.dinv = np.zeros(max(n, 1))  # the smoother's inverse l1 diagonal
         self.split = None  # the pattern splits at the diagonal (split_at_diagonal)
+        self.ghost_rows = None  # the rows with ghost columns (the pattern's: found once)
         self.cut = None  # rows with ghost columns, swept again after an exchange (RESWEEP)
         self.krylov = True  # K-cycle: solved by two Krylov steps (else one plain cycle)
 
     def smoother_setup(self):
-        rows = NO_ROWS if self.ncols == self.n else self.cut  # the rows with ghost columns
-        if rows is not None:
-            l1_inverse_rows(self.indptr, self.indices, self.data, self.diag_pos, rows, self.n,
-                            self.dinv)
-        else:
-            l1_inverse(self.indptr, self.indices, self.data, self.diag_pos, self.n, self.dinv)
+        if self.ghost_rows is None:  # the pattern is fixed: found once
+            rows = np.repeat(np.arange(self.n), np.diff(self.indptr).astype(np.int64))
+            self.ghost_rows = np.unique(rows[self.indices >= self.n]).astype(IDX)
+        l1_inverse_rows(self.indptr, self.indices, self.data, self.diag_pos, self.ghost_rows,
+                        self.n, self.dinv)
         if self.split is None:  # the pattern is fixed: checked once
             self.split = bool(split_at_diagonal(self.indptr, self.indices, self.diag_pos,
                                                 self.n))
@@ -1205,8 +1204,7 @@ class AMG:
             lev.smoother_setup()
             if RESWEEP and lev.cut is None and (i == 0 or RESWEEP_COARSE
                                                 and lev.rows >= RESWEEP_ABOVE):
-                rows = np.repeat(np.arange(lev.n), np.diff(lev.indptr).astype(np.int64))
-                lev.cut = np.unique(rows[lev.indices >= lev.n]).astype(IDX)
+                lev.cut = lev.ghost_rows
         with self.timers("amg_gathered") if fr < len(self.levels) else NULL_PHASE:
             for lev in self.levels[fr:]:
                 lev.smoother_setup()

@@ -78,32 +78,18 @@ def _runs(mask: np.ndarray) -> np.ndarray:
 
 
 @kernel
-def _fill(data, diag, lower, upper, diag_pos, lower_pos, upper_pos):
-    """The CSR values from the face coefficients: every entry written once, so a threaded
-    rank shares the faces among its threads."""
+def _fill(data, diag, lower, upper, diag_pos, lower_pos, upper_pos, scale):
+    """The CSR values from the face coefficients times ``scale`` (1, or -1 where the
+    pressure Laplacian's couplings ``g`` are both: the assembly then writes no face arrays
+    for them), every entry written once, so a threaded rank shares the faces among its
+    threads."""
     for i in nb.prange(len(diag_pos)):
         data[diag_pos[i]] = diag[i]
     for f in nb.prange(len(upper_pos)):
         if upper_pos[f] >= 0:
-            data[upper_pos[f]] = upper[f]
+            data[upper_pos[f]] = scale * upper[f]
         if lower_pos[f] >= 0:
-            data[lower_pos[f]] = lower[f]
-
-
-@kernel
-def _fill_symmetric(data, diag, coupling, diag_pos, lower_pos, upper_pos):
-    """:func:`_fill` where both off-diagonal entries of internal face f are ``-coupling[f]``
-    (the pressure Laplacian): the assembly writes no face arrays for it (64^3 cavity, one
-    rank: the pressure assembly about 1 ms faster; the fill itself is not, its scattered
-    writes set its time)."""
-    for i in nb.prange(len(diag_pos)):
-        data[diag_pos[i]] = diag[i]
-    for f in nb.prange(len(upper_pos)):
-        a = -coupling[f]
-        if upper_pos[f] >= 0:
-            data[upper_pos[f]] = a
-        if lower_pos[f] >= 0:
-            data[lower_pos[f]] = a
+            data[lower_pos[f]] = scale * lower[f]
 
 
 @kernel
@@ -173,13 +159,14 @@ class DistMatrix:
         """Set coefficients: ``diag`` per owned row, ``lower``/``upper`` per internal face."""
         p = self.pattern
         self.diag[:] = diag[: p.n_rows]
-        _fill(self.data, self.diag, lower, upper, p.diag_pos, p.lower_pos, p.upper_pos)
+        _fill(self.data, self.diag, lower, upper, p.diag_pos, p.lower_pos, p.upper_pos, 1.0)
 
     def fill_symmetric(self, diag, coupling) -> None:
         """:meth:`fill` with ``lower = upper = -coupling`` per internal face."""
         p = self.pattern
         self.diag[:] = diag[: p.n_rows]
-        _fill_symmetric(self.data, self.diag, coupling, p.diag_pos, p.lower_pos, p.upper_pos)
+        _fill(self.data, self.diag, coupling, coupling, p.diag_pos, p.lower_pos, p.upper_pos,
+              -1.0)
 
     def matvec(self, x, y) -> None:
         """y[:n_owned] = A x; refreshes the ghost values of x first."""
