@@ -346,6 +346,9 @@ def _schema() -> dict[str, Any]:
                 "max_iter": _Key(_integer(1, 10**7), 5000),
                 # the AMG's coarse correction: AMLI (3D) or K-cycle (2D), or one of them
                 "cycle": _Key(_choice("auto", "K", "A", "V"), "auto"),
+                # PISO's last solve starts where the correction before it stopped, moved along
+                # the previous step's last change ("extrapolated"), or there ("previous")
+                "guess": _Key(_choice("extrapolated", "previous"), "extrapolated"),
             },
             "momentum": {
                 "method": _Key(_choice("bicgstab-jacobi", "bicgstab-sgs", "sgs"),

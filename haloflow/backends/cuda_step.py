@@ -375,3 +375,45 @@ def extrapolate(u, prev, n):
     i = cuda.grid(1)
     if i < n:
         u[i] = 2.0 * u[i] - prev[i]
+
+
+
+@cuda.jit
+def projection_sums(ip, ix, data, p, d, b, n, out):
+    """``final_guess.projection_sums``: ``out += (d . (b - A p), d . A d)``, each row's
+    products in the host's order, the rows by atomic adds."""
+    dr = 0.0
+    dq = 0.0
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        ap = 0.0
+        ad = 0.0
+        for k in range(ip[i], ip[i + 1]):
+            a = data[k]
+            j = ix[k]
+            ap += a * p[j]
+            ad += a * d[j]
+        dr += d[i] * (b[i] - ap)
+        dq += d[i] * ad
+    cuda.atomic.add(out, 0, dr)
+    cuda.atomic.add(out, 1, dq)
+
+
+@cuda.jit
+def move_on(p, d, theta, n, nc):
+    """``p += theta d`` on the ``n`` owned rows, ``d = p`` as it was on all ``nc``
+    (``final_guess.move_on``)."""
+    i = cuda.grid(1)
+    if i < n:
+        t = p[i]
+        p[i] = t + theta * d[i]
+        d[i] = t
+    elif i < nc:
+        d[i] = p[i]
+
+
+@cuda.jit
+def change_since(p, d, n):
+    """``d = p - d`` on the first ``n`` rows (``final_guess.change_since``)."""
+    i = cuda.grid(1)
+    if i < n:
+        d[i] = p[i] - d[i]

@@ -31,6 +31,7 @@ import numpy as np
 from ..backends import cuda_step as ks
 from ..linalg.device_solve import Copies
 from ..parallel import halo
+from .final_guess import step_length
 
 
 def unsupported(flow, solver) -> str | None:
@@ -64,7 +65,7 @@ class DeviceStep:
         put = self.copies.put
         n, nc, nf = lm.n_owned, lm.n_cells, lm.n_faces
         owner = flow.momentum.owner  # the visited faces (empty patches at the end left out)
-        self.n, self.ni, self.nvis = n, lm.n_internal, len(owner)
+        self.n, self.nc, self.ni, self.nvis = n, nc, lm.n_internal, len(owner)
         ptr, ent, bptr, bfc = ks.cell_faces(lm, owner, bc.u_kind)
         pat = flow.momentum.M.pattern
         i64 = np.int64
@@ -90,7 +91,8 @@ class DeviceStep:
         self.f = SimpleNamespace(
             u=cells(), uo=cells(), up=cells() if guess else None, grad=cells(m=n),
             h=cells(), b0=cells(m=n), rau=zeros(nc), p=zeros(nc), phi=zeros(nf),
-            phiH=zeros(nf), g=zeros(nf), rhs=zeros(n), diag=zeros(n), pdata=zeros(pat.nnz))
+            phiH=zeros(nf), g=zeros(nf), rhs=zeros(n), diag=zeros(n), pdata=zeros(pat.nnz),
+            change=zeros(nc) if flow.pressure.last_guess is not None else None)
         self.bicg = flow.momentum.device
         u = [f for d, f in enumerate(self.f.u) if d in flow.comps]  # what each exchange sends
         h = [f for d, f in enumerate(self.f.h) if d in flow.comps]
@@ -117,6 +119,8 @@ class DeviceStep:
             up(f.grad[d], fl.grad[d, :n])
         up(f.p, fl.p)
         up(f.phi, fl.phi)
+        if f.change is not None:
+            up(f.change, fl.pressure.last_guess.change)
         self.on_device, self.host_stale = True, False
 
     def to_host(self) -> None:
@@ -132,6 +136,8 @@ class DeviceStep:
             down(fl.grad[d, :n], f.grad[d])
         down(fl.p, f.p)
         down(fl.phi[:self.nvis], f.phi)
+        if f.change is not None:
+            down(fl.pressure.last_guess.change, f.change)
         self.host_stale = False
 
     def host_changed(self) -> None:
@@ -223,6 +229,10 @@ class DeviceStep:
         info = self._solve_pressure(first, last)
         with T("halo"):
             self.ex.exchange([f.p])
+        guess = self.flow.pressure.last_guess if last else None
+        if guess is not None:  # ``FinalGuess.finish``, the ghosts' change as their owners'
+            ks.change_since[self.k.grid(self.nc)](f.p, f.change, self.nc)
+            guess.known = True
         with T("fluxes"):
             ks.correct_faces[self.k.grid(self.nvis)](m.owner, m.neighbour, f.phiH, f.g, f.p,
                                                     m.pkind, m.pvalue, f.phi, self.ni,
@@ -245,15 +255,30 @@ class DeviceStep:
             with fl.timers("assemble"):
                 mean = red.sum(self._total(f.rhs))[0] / lm.n_cells_global
                 ks.shift[self.k.grid(n)](f.rhs, mean, n)
+        guess = pe.last_guess if last else None  # finished by ``_correct``
         with fl.timers("solve_p"):
             if first:
                 self._refresh()
+            if guess is not None:
+                self._start_along(guess)
             info = pe.compiled.solve_on_device(f.rhs, f.p, cfg.tol, cfg.max_iter,
                                                cfg.final_rel_tol if last else cfg.rel_tol)
             if pe.singular:
                 mean = red.sum(self._total(f.p))[0] / lm.n_cells_global
                 ks.shift[self.k.grid(n)](f.p, mean, n)
         return info
+
+    def _start_along(self, guess) -> None:
+        """``FinalGuess.start`` on the device's arrays: the last solve's start moved along
+        the previous step's last change."""
+        f, n = self.f, self.n
+        theta = 0.0
+        if guess.known:
+            top = self.flow.pressure.compiled.levels[0]
+            theta = step_length(*self.flow.red.sum(*self.k.reduce(
+                ks.projection_sums, n, 2, top.ip, top.ix, f.pdata, f.p, f.change, f.rhs, n)))
+        ks.move_on[self.k.grid(self.nc)](f.p, f.change, theta, n, self.nc)
+        guess.theta = theta
 
     def _total(self, x) -> float:
         return self.k.reduce(ks.total, self.n, 1, x, self.n)[0]

@@ -19,6 +19,7 @@ from ..mesh.fv import face_coeffs
 from ..parallel.timers import NULL_TIMERS
 from .bcs import build_boundary, solved_components
 from .closures import Context, make_closure
+from .final_guess import FinalGuess
 from .inflow import Inflow
 from .initial import initial_fields
 from .momentum import Momentum
@@ -102,6 +103,8 @@ class PisoSolver:
                                  ws, scratch, timers, nonorth=self.nonorth,
                                  n_nonorth=int(s.n_nonorth_correctors), singular=singular,
                                  settings=s.pressure, halo=halo, device=device)
+        if s.pressure.guess == "extrapolated" and self.n_corr > 1:  # the last solve's start
+            self.pressure.last_guess = FinalGuess(n, lm.n_owned)
         self.energy = None  # temperature and buoyancy (physics.model = "boussinesq")
         if physics.model == "boussinesq":
             from .energy import Energy
@@ -197,8 +200,10 @@ class PisoSolver:
 
     def _state_parts(self) -> list:
         """Everything with fields of its own a restart needs (see :meth:`checkpoint_state`):
-        the time scheme, the pressure equation, the closure, an energy equation."""
-        parts = (self.ts, self.pressure, self.closure, getattr(self, "energy", None))
+        the time scheme, the pressure equation and where its last solve starts, the
+        closure, an energy equation."""
+        parts = (self.ts, self.pressure, self.pressure.last_guess, self.closure,
+                 getattr(self, "energy", None))
         return [part for part in parts if hasattr(part, "state")]
 
     def checkpoint_state(self) -> tuple[dict, dict]:
@@ -293,6 +298,8 @@ class PisoSolver:
         self._flux_memory()
         info = self.pressure.solve(self.rAU, last, new_matrix=first)  # V/A as the last correction's
         self._update()
+        if last and self.pressure.last_guess is not None:  # p's ghosts current again
+            self.pressure.last_guess.finish(self.p)
         return info
 
     def _hbya(self) -> None:

@@ -415,6 +415,7 @@ class Pressure:
         self.rhs, self.work = scratch.rhs, scratch.work
         self.p_field = (p,)
         self.normalised = None  # a NormalisedResidual: report OpenFOAM's initial residual
+        self.last_guess = None  # a FinalGuess: where a step's last solve starts (PISO's)
         self.grad_fields = tuple(grad[e] for e in comps)
         self._assembled = False  # the system was assembled with the predicted fluxes
         self._gauss = gradient.scheme == "gauss"  # flux, gradient, velocity in one kernel
@@ -483,7 +484,7 @@ class Pressure:
         cfg = self.cfg
         self._rau = rAU
         if not self.nonorth:
-            return self._solve(new_matrix, cfg.final_rel_tol if final else cfg.rel_tol)
+            return self._solve(new_matrix, cfg.final_rel_tol if final else cfg.rel_tol, final)
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
         self.phiH0[:] = self.phiH
         for k in range(1 + self.n_nonorth):
@@ -500,7 +501,7 @@ class Pressure:
                                         self.grad, self.axes, self.phiH)
             final_solve = final and k == self.n_nonorth
             last = self._solve(k == 0 and new_matrix,
-                               cfg.final_rel_tol if final_solve else cfg.rel_tol)
+                               cfg.final_rel_tol if final_solve else cfg.rel_tol, final_solve)
             if k == 0:
                 info = last
             else:
@@ -508,9 +509,12 @@ class Pressure:
                 info.res, info.converged = last.res, info.converged and last.converged
         return info
 
-    def _solve(self, first: bool, rel_tol: float) -> SolveInfo:
+    def _solve(self, first: bool, rel_tol: float, last: bool = False) -> SolveInfo:
         """Assemble and solve the pressure equation from ``phiH`` to ``tol`` or ``rel_tol``;
-        ``first``: the matrix is new (filled from the assembly, the AMG refreshed)."""
+        ``first``: the matrix is new (filled from the assembly, the AMG refreshed); ``last``:
+        the step's last solve, started along the previous step's last change where
+        ``last_guess`` is set (its ``finish`` is the caller's, once ``p`` is exchanged; the
+        normalised initial residual, a report, is that of the start before it)."""
         lm, bc, T = self.lm, self.bc, self.timers
         n = lm.n_owned
         with T("assemble"):
@@ -524,7 +528,10 @@ class Pressure:
                 mean = self.red.sum(float(self.rhs[:n].sum()))[0] / lm.n_cells_global
                 self.rhs[:n] -= mean
         res0 = self._normalised()
+        guess = self.last_guess if last else None
         with T("solve_p"):
+            if guess is not None:
+                guess.start(self.P, self.rhs, self.p, self.red)
             cfg = self.cfg
             args = (self.P, self.rhs, self.p, cfg.tol, cfg.max_iter, self.red, self.ws)
             if self.precond == "amg":

@@ -81,6 +81,7 @@ class SimpleSolver(PisoSolver):
         self.inv_dt = 1.0 / r.max_dt if r.max_dt > 0.0 else 0.0
         self.consistent = bool(solver.consistent)
         self.n_corr = 1
+        self.pressure.last_guess = None  # one correction an iteration, none of them final
         n = lmesh.n_cells
         self.p_prev = np.zeros(n)
         if self.consistent:

@@ -58,7 +58,8 @@ def test_final_rel_tol_applies_to_the_last_nonorthogonal_solve_only():
     pr.nonorth, pr.n_nonorth, pr.phiH0 = True, 2, np.zeros(s.lm.n_faces)
     pr.fc.corr = np.zeros((s.lm.n_internal, 3))  # a box's are zero and not kept
     seen, solve = [], pr._solve
-    pr._solve = lambda first, rel_tol: seen.append(rel_tol) or solve(first, rel_tol)
+    pr._solve = lambda first, rel_tol, *last: seen.append(rel_tol) or solve(first, rel_tol,
+                                                                             *last)
     s.step()
     assert seen == [0.25] * 5 + [0.125]
 
