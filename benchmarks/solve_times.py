@@ -55,12 +55,21 @@ def fit(solves: list) -> dict:
             "fixed_ms": 1e3 * a, "per_iteration_ms": 1e3 * b}
 
 
+def by_corrector(solves: list, skip: int, k: int) -> list:
+    """Mean iterations of each of a step's ``k`` pressure solves (PISO's correctors: the
+    first ones stop at rel_tol, the last at tol), the first ``skip`` solves left out."""
+    s = [it for _, it in solves[skip - skip % k:]]
+    return [float(np.mean(s[j::k])) for j in range(k)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", default="cavity")
     ap.add_argument("--cells", type=int, default=64, help="the race's cavity, cells per edge")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--skip", type=int, default=4, help="first solves left out of the fit")
+    ap.add_argument("--correctors", type=int, default=2,
+                    help="pressure solves per step, for the iterations by corrector")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("-o", "--output", type=Path, default=None)
     a = ap.parse_args()
@@ -81,12 +90,14 @@ def main() -> None:
     if len(solves) <= a.skip + 1:
         sys.exit("too few compiled pressure solves to fit (is the solve compiled here?)")
     res = {"case": a.case, "cells": a.cells, "ranks": comm.size, **fit(solves[a.skip:]),
-           "refresh_ms": 1e3 * float(np.median([t for t, _ in refreshes] or [0.0]))}
+           "refresh_ms": 1e3 * float(np.median([t for t, _ in refreshes] or [0.0])),
+           "iters_by_corrector": by_corrector(solves, a.skip, a.correctors)}
     if comm.rank == 0:
         print(f"{comm.size} rank(s): {res['solves']} solves, {res['mean_ms']:.1f} ms each, "
               f"{res['iters_mean']:.2f} iterations; fit {res['fixed_ms']:.2f} ms + "
               f"{res['per_iteration_ms']:.2f} ms per iteration; refresh "
-              f"{res['refresh_ms']:.2f} ms")
+              f"{res['refresh_ms']:.2f} ms; iterations by corrector "
+              + ", ".join(f"{x:.2f}" for x in res["iters_by_corrector"]))
         if a.output:
             a.output.write_text(json.dumps(res, indent=1))
 
