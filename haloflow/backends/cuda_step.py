@@ -377,7 +377,6 @@ def extrapolate(u, prev, n):
         u[i] = 2.0 * u[i] - prev[i]
 
 
-
 @cuda.jit
 def projection_sums(ip, ix, data, p, d, b, n, out):
     """``final_guess.projection_sums``: ``out += (d . (b - A p), d . A d)``, each row's
