@@ -37,29 +37,33 @@ from haloflow.linalg import kcycle  # noqa: E402
 
 
 def timed(record: list, fn):
-    """``fn`` with each call's seconds (and its SolveInfo's iterations) appended."""
+    """``fn`` with each call's seconds (and its SolveInfo's iterations and initial
+    residual) appended."""
 
     def wrapper(*args, **kwargs):
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
-        record.append((time.perf_counter() - t0, getattr(out, "iters", 0)))
+        record.append((time.perf_counter() - t0, getattr(out, "iters", 0),
+                       getattr(out, "res0", 0.0)))
         return out
 
     return wrapper
 
 
 def fit(solves: list) -> dict:
-    s = np.asarray(solves, dtype=float)
+    s = np.asarray(solves, dtype=float)[:, :2]
     a, b = np.linalg.lstsq(np.vstack([np.ones(len(s)), s[:, 1]]).T, s[:, 0], rcond=None)[0]
     return {"solves": len(s), "mean_ms": 1e3 * s[:, 0].mean(), "iters_mean": s[:, 1].mean(),
             "fixed_ms": 1e3 * a, "per_iteration_ms": 1e3 * b}
 
 
-def by_corrector(solves: list, skip: int, k: int) -> list:
-    """Mean iterations of each of a step's ``k`` pressure solves (PISO's correctors: the
-    first ones stop at rel_tol, the last at tol), the first ``skip`` solves left out."""
-    s = [it for _, it in solves[skip - skip % k:]]
-    return [float(np.mean(s[j::k])) for j in range(k)]
+def by_corrector(solves: list, skip: int, k: int) -> tuple[list, list]:
+    """Mean iterations and median initial residual of each of a step's ``k`` pressure
+    solves (PISO's correctors: the first ones stop at rel_tol, the last at tol), the first
+    ``skip`` solves left out."""
+    s = solves[skip - skip % k:]
+    return ([float(np.mean([x[1] for x in s[j::k]])) for j in range(k)],
+            [float(np.median([x[2] for x in s[j::k]])) for j in range(k)])
 
 
 def main() -> None:
@@ -90,14 +94,17 @@ def main() -> None:
     if len(solves) <= a.skip + 1:
         sys.exit("too few compiled pressure solves to fit (is the solve compiled here?)")
     res = {"case": a.case, "cells": a.cells, "ranks": comm.size, **fit(solves[a.skip:]),
-           "refresh_ms": 1e3 * float(np.median([t for t, _ in refreshes] or [0.0])),
-           "iters_by_corrector": by_corrector(solves, a.skip, a.correctors)}
+           "refresh_ms": 1e3 * float(np.median([t for t, *_ in refreshes] or [0.0]))}
+    res["iters_by_corrector"], res["res0_by_corrector"] = by_corrector(solves, a.skip,
+                                                                       a.correctors)
     if comm.rank == 0:
         print(f"{comm.size} rank(s): {res['solves']} solves, {res['mean_ms']:.1f} ms each, "
               f"{res['iters_mean']:.2f} iterations; fit {res['fixed_ms']:.2f} ms + "
               f"{res['per_iteration_ms']:.2f} ms per iteration; refresh "
               f"{res['refresh_ms']:.2f} ms; iterations by corrector "
-              + ", ".join(f"{x:.2f}" for x in res["iters_by_corrector"]))
+              + ", ".join(f"{x:.2f}" for x in res["iters_by_corrector"])
+              + " (initial residuals " + ", ".join(f"{x:.2g}" for x in res["res0_by_corrector"])
+              + ")")
         if a.output:
             a.output.write_text(json.dumps(res, indent=1))
 
