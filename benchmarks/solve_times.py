@@ -66,14 +66,23 @@ def by_corrector(solves: list, skip: int, k: int) -> tuple[list, list]:
             [float(np.median([x[2] for x in s[j::k]])) for j in range(k)])
 
 
+def correctors_of(keys: list) -> int:
+    """The pressure solves a step makes: the last ``solver.n_correctors`` of the ``--set``
+    keys, else the case default of 2 (non-orthogonal repeats not counted)."""
+    n = [int(k.split("=", 1)[1]) for k in keys if k.startswith("solver.n_correctors=")]
+    return n[-1] if n else 2
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", default="cavity")
     ap.add_argument("--cells", type=int, default=64, help="the race's cavity, cells per edge")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--skip", type=int, default=4, help="first solves left out of the fit")
-    ap.add_argument("--correctors", type=int, default=2,
-                    help="pressure solves per step, for the iterations by corrector")
+    ap.add_argument("--correctors", type=int, default=None,
+                    help="pressure solves per step, for the iterations by corrector "
+                         "(default: the run's solver.n_correctors as --set or the race sets "
+                         "it, else 2)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("-o", "--output", type=Path, default=None)
     a = ap.parse_args()
@@ -95,8 +104,8 @@ def main() -> None:
         sys.exit("too few compiled pressure solves to fit (is the solve compiled here?)")
     res = {"case": a.case, "cells": a.cells, "ranks": comm.size, **fit(solves[a.skip:]),
            "refresh_ms": 1e3 * float(np.median([t for t, *_ in refreshes] or [0.0]))}
-    res["iters_by_corrector"], res["res0_by_corrector"] = by_corrector(solves, a.skip,
-                                                                       a.correctors)
+    res["iters_by_corrector"], res["res0_by_corrector"] = by_corrector(
+        solves, a.skip, a.correctors or correctors_of(keys))
     if comm.rank == 0:
         print(f"{comm.size} rank(s): {res['solves']} solves, {res['mean_ms']:.1f} ms each, "
               f"{res['iters_mean']:.2f} iterations; fit {res['fixed_ms']:.2f} ms + "
