@@ -10,3 +10,10 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 del _var
 
+
+# numba's cache, keyed by these sources: a kernel cached against other versions of the
+# kernels it calls must never load (kernel_cache.py).  Before any module imports numba.
+from .kernel_cache import key_numba_cache  # noqa: E402
+
+key_numba_cache()
+del key_numba_cache

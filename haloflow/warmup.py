@@ -4,17 +4,21 @@ Run before launching many ranks (``python -m haloflow.warmup``): otherwise each 
 the same kernels at the same time, which costs seconds per rank and races on the cache files.
 The warm cases are shared out between ``--jobs`` processes (default: 2, or 1 on one core).
 Each compiles a kernel only while holding that kernel's lock file, so a kernel two of them
-need is compiled once: the second waits, then loads it from the cache.
+need is compiled once: the second waits, then loads it from the cache.  The cache of other
+versions of the sources beside this one's is removed first (:mod:`.kernel_cache`).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from . import kernel_cache
 
 # AMG with a K-cycle level; overlapped SpMVs; PISO, BDF2 and SIMPLE; inlets, outlets,
 # periodic pairs; momentum by symmetric Gauss-Seidel sweeps; LES closures, inflow
@@ -139,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         lock_compiles(args.locks)
         warm(PARTS[args.part], halo_kernels=args.part == 0)
         return 0
+    # the kernels of other sources would never load again (kernel_cache.py)
+    kernel_cache.prune(Path(os.environ["NUMBA_CACHE_DIR"]))
     if args.jobs <= 1:
         warm()
         return 0

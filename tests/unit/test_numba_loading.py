@@ -86,7 +86,7 @@ def test_a_warm_cache_loads_the_runtime_and_kernels_without_compiling(tmp_path):
     cold = _probe(tmp_path, cache)
     assert cold["total"] == 20.0 and cold["again"] == 12.0
     assert not cold["runtime_loaded"] and not cold["ir_symbols_known"]  # compiled, then cached
-    assert len(list(cache.glob("nrt-*.bin"))) == 1
+    assert len(list(cache.glob("src-*/nrt-*.bin"))) == 1
     warm = _probe(tmp_path, cache)
     assert warm["total"] == 20.0
     assert warm["runtime_loaded"] and warm["kernel_ir_unparsed"]
@@ -99,7 +99,7 @@ def test_a_warm_cache_loads_the_runtime_and_kernels_without_compiling(tmp_path):
 def test_a_damaged_runtime_cache_is_compiled_again_and_replaced(tmp_path):
     cache = tmp_path / "cache"
     _probe(tmp_path, cache)
-    (path,) = cache.glob("nrt-*.bin")
+    (path,) = cache.glob("src-*/nrt-*.bin")
     good = path.read_bytes()
     another_version = good.replace(b"numba runtime 1", b"numba runtime 9")
     for damaged in (good[: len(good) // 2], b"", another_version):
