@@ -607,7 +607,11 @@ def prolong_add(agg, e, n, x):
 def lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, pinned, b, x, y):
     """x = A^-1 b from SuperLU's factors of the coarsest level, Pr A Pc = L U (L unit lower,
     U upper, both CSC; ``ud`` U's diagonal); ``y`` scratch of n.  The pinned unknown of a
-    singular matrix (its row and column replaced by the identity) is set to zero."""
+    singular matrix (its row and column replaced by the identity) is set to zero.  Without
+    U (``up`` empty: a Cholesky's, :mod:`.cholesky`) U = diag(ud) L', read from L."""
+    if len(up) == 0:
+        _symmetric_solve(perm_r, lp, li, lx, ud, pinned, b, x, y)
+        return
     n = len(perm_r)
     for i in range(n):
         y[perm_r[i]] = b[i]
@@ -624,6 +628,30 @@ def lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, pinned, b, x, y):
                 y[ui[k]] -= ux[k] * yj
     for i in range(n):
         x[i] = y[perm_c[i]]
+    if pinned >= 0:
+        x[pinned] = 0.0
+
+
+@nb.njit(cache=True)
+def _symmetric_solve(perm, lp, li, lx, ud, pinned, b, x, y):
+    """``lu_solve`` for P A P' = L D L' (L unit lower, CSC with each column's diagonal
+    first; D = ``ud``): the backward solve with U = D L' reads L's columns as U's rows, so
+    a visit streams one factor, not two (the 62^3 cavity's 257-row level: 32 against
+    54 us from a cold cache)."""
+    n = len(perm)
+    for i in range(n):
+        y[perm[i]] = b[i]
+    for j in range(n):
+        yj = y[j]
+        for k in range(lp[j] + 1, lp[j + 1]):
+            y[li[k]] -= lx[k] * yj
+    for j in range(n - 1, -1, -1):
+        s = y[j] / ud[j]
+        for k in range(lp[j] + 1, lp[j + 1]):
+            s -= lx[k] * y[li[k]]
+        y[j] = s
+    for i in range(n):
+        x[i] = y[perm[i]]
     if pinned >= 0:
         x[pinned] = 0.0
 

@@ -49,14 +49,14 @@ def _pinned_unknown(ip, ix, data, n):
 
 
 @nb.njit(cache=True)
-def numeric(ip, ix, data, n, order, inv, lw, lp, li, rp, rk, rpos, ui, tmap, x, lx, ux, ud):
+def numeric(ip, ix, data, n, order, inv, lw, lp, li, rp, rk, rpos, x, lx, ud):
     """Numeric sparse Cholesky L L' = A[order][:, order] of the symmetric coarsest level
     (CSR ``ip, ix, data``) into ``lw`` on the pattern found once by :func:`symbolic`;
     the pinned unknown's row and column are replaced by the identity as
-    ``AMG._factor_coarsest`` does.  Written out in the form ``amg.lu_solve`` takes (that of
-    SuperLU: A = Pr' L1 U Pc', L1 unit lower): L1 = L D^-1 (``lx``), U = D L' (``ux``, its
-    diagonal ``ud``), D = diag(L).  Returns the pinned unknown (-1: none), or -2 if a
-    pivot is not positive."""
+    ``AMG._factor_coarsest`` does.  Written out in the form ``amg.lu_solve`` takes for
+    symmetric factors: A = P' L1 D L1' P, L1 = L diag(L)^-1 unit lower (``lx``), D =
+    diag(L)^2 (``ud``); U = D L1' is not stored (``lu_solve`` reads it from L1).  Returns
+    the pinned unknown (-1: none), or -2 if a pivot is not positive."""
     pinned = _pinned_unknown(ip, ix, data, n)
     for j in range(n):
         for p in range(lp[j], lp[j + 1]):
@@ -86,9 +86,6 @@ def numeric(ip, ix, data, n, order, inv, lw, lp, li, rp, rk, rpos, ui, tmap, x, 
         lx[lp[j]] = 1.0
         for p in range(lp[j] + 1, lp[j + 1]):
             lx[p] = lw[p] / d
-    for t in range(len(tmap)):  # U's column i, row j < i: d_j L[i, j]; its diagonal: ud
-        j = ui[t]
-        ux[t] = lw[tmap[t]] * lw[lp[j]]
     return pinned
 
 
@@ -149,8 +146,7 @@ def minimum_degree(indptr, indices, n):
 
 def symbolic(indptr, indices, n, order):
     """Symbolic Cholesky of A[order][:, order] (once per run): L's columns (CSC, the
-    diagonal first, then rows ascending), each row's (column, position) list, and where
-    U = L' (CSC, diagonal last) takes each value from L."""
+    diagonal first, then rows ascending) and each row's (column, position) list."""
     inv = np.empty(n, dtype=np.int64)
     inv[order] = np.arange(n)
     rows = np.repeat(np.arange(n), np.diff(indptr).astype(np.int64))
@@ -182,13 +178,7 @@ def symbolic(indptr, indices, n, order):
     np.cumsum([len(r) for r in by_row], out=rp[1:])
     rk = np.array([k for r in by_row for k, _ in r], dtype=np.int64)
     rpos = np.array([p for r in by_row for _, p in r], dtype=np.int64)
-    up = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum([len(r) + 1 for r in by_row], out=up[1:])
-    ui = np.array([v for j, r in enumerate(by_row) for v in [k for k, _ in r] + [j]],
-                  dtype=np.int64)
-    tmap = np.array([v for j, r in enumerate(by_row) for v in [p for _, p in r] + [lp[j]]],
-                    dtype=np.int64)
-    return inv, lp, li, rp, rk, rpos, up, ui, tmap
+    return inv, lp, li, rp, rk, rpos
 
 
 def ordering(indptr, indices, n) -> np.ndarray:
@@ -218,16 +208,17 @@ class Cholesky:
     def __init__(self, lev):
         n = lev.n
         self.order = ordering(lev.indptr, lev.indices, n)
-        (self.inv, lp, li, self.rp, self.rk, self.rpos, up, ui,
-         self.tmap) = symbolic(lev.indptr, lev.indices, n, self.order)
+        self.inv, lp, li, self.rp, self.rk, self.rpos = symbolic(lev.indptr, lev.indices, n,
+                                                                 self.order)
         self.x, self.lw = np.zeros(max(n, 1)), np.zeros(len(li))
         self.basis = None  # the entries the factors were made from
         self.reused = 0  # factorisations saved by ``reuse``
-        # the factors' indices as lu_solve reads them; the numeric kernel reads the same
+        # the factors' indices as lu_solve reads them; the numeric kernel reads the same.
+        # No U (empty ``up``): lu_solve takes it as D L1' from L1's own columns
         self.f = SimpleNamespace(perm_r=self.inv, perm_c=self.inv, lp=lp,
-                                 li=li.astype(IDX), lx=np.zeros(len(li)), up=up,
-                                 ui=ui.astype(IDX), ux=np.zeros(len(ui)),
-                                 ud=np.zeros(n), y=np.zeros(max(n, 1)))
+                                 li=li.astype(IDX), lx=np.zeros(len(li)),
+                                 up=np.zeros(0, dtype=np.int64), ui=np.zeros(0, dtype=IDX),
+                                 ux=np.zeros(0), ud=np.zeros(n), y=np.zeros(max(n, 1)))
 
     def factor(self, lev, reuse: float = 0.0) -> bool:
         """``lev.lu`` and ``lev.pinned`` from ``lev``'s current entries; False (and nothing
@@ -239,8 +230,8 @@ class Cholesky:
             return True
         f = self.f
         pinned = numeric(lev.indptr, lev.indices, lev.data, lev.n, self.order, self.inv,
-                         self.lw, f.lp, f.li, self.rp, self.rk, self.rpos, f.ui,
-                         self.tmap, self.x, f.lx, f.ux, f.ud)
+                         self.lw, f.lp, f.li, self.rp, self.rk, self.rpos, self.x, f.lx,
+                         f.ud)
         if pinned == -2:
             self.basis = None
             return False
