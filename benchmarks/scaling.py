@@ -91,6 +91,18 @@ def predicted(prof_path: Path, ranks: list[int]) -> dict:
     return out
 
 
+def peak_breakdown(s: dict) -> str:
+    """Where the predicted step goes at the peak: compute, reductions, gathers, and the
+    halo exchanges of the mesh and of each distributed AMG level (busiest rank)."""
+    r = next(row for row in s["rows"] if row["ranks"] == s["peak"]["ranks"])
+    halo = ", ".join(f"{'mesh' if k == 'mesh' else f'{k} rows'} {1e3 * t:.2f}"
+                     for k, t in r["halo_parts"])
+    return (f"{'':17}at the peak, ms a step: {1e3 * r['step_s']:.2f} = compute "
+            f"{1e3 * r['compute_s']:.2f} + reductions {1e3 * r['reduce_s']:.2f} + gathers "
+            f"{1e3 * r['gather_s']:.2f} + halo {1e3 * r['halo_s']:.2f} ({halo}; "
+            f"{r['messages_per_exchange']} messages an exchange)")
+
+
 def plot(pred: dict, path: Path) -> None:
     from haloflow.io.figure import figure, save
 
@@ -156,6 +168,7 @@ def main() -> None:
         print(f"{name:>15}: peak speedup {s['peak']['speedup']:.1f}x at {s['peak']['ranks']} ranks "
               f"({s['peak']['cells_per_rank']:.0f} cells/rank); compute per rank at "
               f"{c['cells_per_rank']:.0f} cells/rank {'still shrinks' if c['shrinks'] else 'flat'}")
+        print(peak_breakdown(s))
     print(f"wrote {a.o}")
 
 

@@ -353,6 +353,10 @@ class Prediction:
     reduce_s: float
     gather_s: float
     stack_s: float = 0.0  # of the communication, host CPU spent in the network's stack
+    # halo_s by level: ("mesh" or a coarse level's global rows, seconds); and how many
+    # messages the busiest rank sends per exchange
+    halo_parts: tuple = ()
+    messages: int = 0
 
     @property
     def step_s(self) -> float:
@@ -446,9 +450,11 @@ def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node) -> 
         return float(t[busiest]), float(cpu[halo.src == busiest].sum())
 
     halo_s, stack_s = (w.exchanges * x for x in exchange_s(1.0, w.fields_per_exchange))
+    parts = [("mesh", halo_s)]
     for rows, calls in w.levels:  # coarse levels: aggregates shrink the interfaces too
         t, c = exchange_s((rows / w.cells) ** ((w.dims - 1) / w.dims), 1.0)
         halo_s, stack_s = halo_s + calls * t, stack_s + calls * c
+        parts.append((int(rows), calls * t))
 
     reduce_s = w.allreduces * reduce_one_s(P, nodes, per_node, net, shm) \
         + (w.allreduces - w.compiled_allreduces) * call_s
@@ -457,8 +463,9 @@ def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node) -> 
     gather_s = w.gathers * allgather_s(8 * w.gathered_rows, P, nodes, per_node, net, shm,
                                        call_s) \
         + w.refreshes * allgather_s(8 * w.gathered_nnz, P, nodes, per_node, net, shm, call_s)
+    messages = int(np.bincount(halo.src, minlength=P).max()) if len(halo.src) else 0
     return Prediction(net.name, P, nodes, w.cells / P, compute, halo_s, reduce_s, gather_s,
-                      stack_s)
+                      stack_s, tuple(parts), messages)
 
 
 def sweep(w: Workload, halos: dict, net: Curve, shm: Curve, cores_per_node) -> list:
@@ -476,7 +483,9 @@ def summary(preds: list[Prediction]) -> dict:
                      "step_s": p.step_s, "speedup": s, "efficiency": s / p.ranks,
                      "compute_s": p.compute_s, "halo_s": p.halo_s, "reduce_s": p.reduce_s,
                      "gather_s": p.gather_s, "comm_fraction": p.comm_fraction,
-                     "stack_s": p.stack_s, "stack_fraction": p.stack_s / p.step_s})
+                     "stack_s": p.stack_s, "stack_fraction": p.stack_s / p.step_s,
+                     "halo_parts": [list(x) for x in p.halo_parts],
+                     "messages_per_exchange": p.messages})
     peak = max(rows, key=lambda r: r["speedup"])
     below = next((r for r in rows if r["efficiency"] < 0.5), None)
     return {"network": preds[0].network, "rows": rows,

@@ -66,6 +66,26 @@ def test_doubling_latency_doubles_the_latency_term():
         assert b.compute_s == a.compute_s
 
 
+def test_halo_parts_split_the_halo_by_level():
+    """The mesh's exchanges and each coarse level's add up to the halo term; a level is
+    priced by its calls and its smaller interfaces; the busiest rank's messages counted."""
+    w = workload(levels=[(16384, 100.0), (4096, 40.0)])
+    net = M.Curve.hockney("lat", 2e-6, 1e30)  # latency only: every message 2 us
+    h = M.halo_of_grid(w.cells, 16, w.dims)  # a 4 x 4 grid of ranks: at most 4 neighbours
+    p = M.predict(w, h, net, net, cores_per_node=1)
+    names = [k for k, _ in p.halo_parts]
+    assert names == ["mesh", 16384, 4096]
+    assert sum(t for _, t in p.halo_parts) == pytest.approx(p.halo_s, rel=1e-12)
+    assert p.messages == 4
+    mesh, lv1, lv2 = (t for _, t in p.halo_parts)
+    assert mesh == pytest.approx(w.exchanges * 4 * 2e-6, rel=1e-9)
+    assert lv1 == pytest.approx(100.0 * 4 * 2e-6, rel=1e-9)
+    assert lv2 == pytest.approx(40.0 * 4 * 2e-6, rel=1e-9)
+    row = M.summary([M.predict(w, M.halo_of_grid(w.cells, 1, 2), net, net, 1), p])["rows"][1]
+    assert row["halo_parts"] == [list(x) for x in p.halo_parts]
+    assert row["messages_per_exchange"] == 4
+
+
 def test_bandwidth_term_scales_with_bytes():
     w = workload()
     net = M.Curve.hockney("bw", 0.0, 1e8)
