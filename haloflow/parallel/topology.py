@@ -173,13 +173,15 @@ def metis_split(xadj, adjncy, k: int, fractions) -> np.ndarray:
     empty (tiny or disconnected graphs) falls back to consecutive runs of the numbering."""
     import pymetis
 
+    from .decompose import METIS_OPTIONS
+
     n = len(xadj) - 1
     if k == 1:
         return np.zeros(n, dtype=np.int64)
     fr = np.asarray(fractions, dtype=float)
     graph = pymetis.CSRAdjacency(np.asarray(xadj), np.asarray(adjncy))
     _, parts = pymetis.part_graph(k, adjacency=graph, tpwgts=list(fr / fr.sum()),
-                                  options=pymetis.Options(seed=1))
+                                  options=pymetis.Options(**METIS_OPTIONS))
     parts = np.asarray(parts, dtype=np.int64)
     if np.bincount(parts, minlength=k).min() == 0:
         cuts = np.clip(np.round(np.cumsum(fr / fr.sum())[:-1] * n).astype(np.int64), 1, n - 1)

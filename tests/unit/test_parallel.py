@@ -376,3 +376,26 @@ def test_rcb_planes_is_rcb_where_no_centres_share_a_plane():
         assert np.count_nonzero(a != b) <= 2 * k
         counts = np.bincount(b, minlength=k)
         assert counts.max() - counts.min() <= 2 * k
+
+
+def test_metis_keeps_the_busiest_parts_neighbours_down():
+    """METIS with MINCONN: a 24³ cube into 48 parts gives its busiest part fewer
+    neighbours than plain k-way METIS (13 against 18 with pymetis 2025.2), for the same cut
+    within 3 %; the parts stay balanced."""
+    import pymetis
+
+    from haloflow.mesh.core import cell_adjacency
+    from haloflow.parallel.topology import part_graph
+
+    m = box((24, 24, 24))
+    xadj, adj = cell_adjacency(m)
+    _, plain = pymetis.part_graph(48, adjacency=pymetis.CSRAdjacency(xadj, adj),
+                                  options=pymetis.Options(seed=1))
+    ours = decompose(m, 48, "metis")
+    w = {k: part_graph(xadj, adj, np.asarray(p, dtype=np.int64), 48)
+         for k, p in (("plain", plain), ("ours", ours))}
+    most = {k: int((g > 0).sum(axis=1).max()) for k, g in w.items()}
+    cut = {k: g.sum() / 2 for k, g in w.items()}
+    assert most["ours"] <= most["plain"] - 3, most
+    assert abs(cut["ours"] / cut["plain"] - 1) < 0.03, cut
+    assert np.bincount(ours, minlength=48).max() <= 1.05 * m.n_cells / 48
