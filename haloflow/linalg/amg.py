@@ -55,8 +55,8 @@ the all-Neumann finite-volume Laplacian):
 - *The coarse problem is solved redundantly.*  Once a level has fewer than ``GATHER_BELOW``
   global rows, every rank receives all of it (structure once, coefficients at every refresh:
   one allgather) and holds the same serial hierarchy below it, coarsened while it has more
-  than ``COARSEST`` rows and ended by a sparse LU (refactored at every refresh, solved by a
-  compiled kernel).  A visit is one allgather of the restricted right-hand side (rank by
+  than ``COARSEST`` rows and ended by a sparse Cholesky (:mod:`.cholesky`: refactored once
+  an entry has moved by 1 %; solved by a compiled kernel that streams L alone).  A visit is one allgather of the restricted right-hand side (rank by
   rank: the level's global row order), the same solve on every rank, and each rank reads its
   own and its ghost entries of the correction: no scatter, no rank waiting for another.
   Before, the level was gathered on rank 0, which solved it while the others waited, with a
