@@ -56,9 +56,10 @@ the all-Neumann finite-volume Laplacian):
   global rows, every rank receives all of it (structure once, coefficients at every refresh:
   one allgather) and holds the same serial hierarchy below it, coarsened while it has more
   than ``COARSEST`` rows and ended by a sparse Cholesky (:mod:`.cholesky`: refactored once
-  an entry has moved by 1 %; solved by a compiled kernel that streams L alone).  A visit is one allgather of the restricted right-hand side (rank by
-  rank: the level's global row order), the same solve on every rank, and each rank reads its
-  own and its ghost entries of the correction: no scatter, no rank waiting for another.
+  an entry has moved by 1 %; solved by a compiled kernel that streams L alone).  A visit is
+  one allgather of the restricted right-hand side (rank by rank: the level's global row
+  order), the same solve on every rank, and each rank reads its own and its ghost entries
+  of the correction: no scatter, no rank waiting for another.
   Before, the level was gathered on rank 0, which solved it while the others waited, with a
   gather and a scatter per visit.  The redundant work does not shrink with more ranks (the
   performance model's serial part), so it is kept small: 62^3 cavity on 1 rank, 10.7
