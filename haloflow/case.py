@@ -823,7 +823,7 @@ _THERMAL = {
 # physics.model = "les": an eddy-viscosity closure (haloflow.physics.closures), its constants
 # with the published defaults (OpenFOAM's: Ck, Ce of Yoshizawa's model, Cw of WALE)
 _LES = {
-    "closure": _Key(_choice("smagorinsky", "wale", "kEqn"), "wale"),
+    "closure": _Key(_choice("smagorinsky", "wale", "kEqn", "dynamicSmagorinsky"), "wale"),
     "Ck": _Key(_POSITIVE, 0.094),
     "Ce": _Key(_POSITIVE, 1.048),
     "Cw": _Key(_POSITIVE, 0.325),  # wale

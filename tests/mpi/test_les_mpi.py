@@ -20,7 +20,8 @@ from haloflow.physics import solver_from_case
 
 QUICK = ["mesh.cells=[8,8,8]", "solver.dt=0.2", "solver.pressure.tol=1e-12",
          "solver.momentum.tol=1e-12", "solver.pressure.rel_tol=0"]
-CLOSURES = {"smagorinsky": "aggregated", "wale": "overlap", "kEqn": "neighbor"}
+CLOSURES = {"smagorinsky": "aggregated", "wale": "overlap", "kEqn": "neighbor",
+            "dynamicSmagorinsky": "perfield"}
 
 
 def _solver(lm, comm, closure, strategy, extra=()):

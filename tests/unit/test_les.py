@@ -21,7 +21,7 @@ from tests.case_errors import error as case_error
 from tests.unit.test_energy import Spy
 
 SELF = MPI.COMM_SELF
-CLOSURES = ("smagorinsky", "wale", "kEqn")
+CLOSURES = ("smagorinsky", "wale", "kEqn", "dynamicSmagorinsky")
 
 
 def tgv(closure, cells=8, extra=(), spy=False):
@@ -43,7 +43,8 @@ def error(overrides, source="taylor_green_3d"):
 
 
 @pytest.mark.parametrize("override, words", [
-    ('physics.closure="smagorinski"', 'physics.closure: expected "smagorinsky", "wale" or "kEqn"'),
+    ('physics.closure="smagorinski"',
+     'physics.closure: expected "smagorinsky", "wale", "kEqn" or "dynamicSmagorinsky"'),
     ("physics.Ck=0", "physics.Ck: expected a positive number"),
     ("physics.Ce=-1", "physics.Ce: expected a positive number"),
     ("physics.Cw=true", "physics.Cw: expected a positive number"),
@@ -108,6 +109,46 @@ def test_taylor_green_3d_energy_decays(closure):
     assert e[-1] < 0.5 * float(np.sum(vol * (lam.U ** 2).sum(axis=0)) / vol.sum())
 
 
+def _dynamic_coefficient(cells, velocity):
+    """``<L:M> / <M:M>`` of the dynamic model on a box of ``cells`` for the velocity
+    ``velocity(x, y, z)`` (its exact strain rate), and ``<M:M>``."""
+    from haloflow.mesh.blocks import box
+    from haloflow.physics.closures import dynamic as D
+
+    m = box(cells)
+    lm = build_local(m, np.zeros(m.n_cells, dtype=np.int64), 0)
+    x, y, z = lm.geometry.cell_centres.T
+    u, grad = velocity(x, y, z)
+    S = np.zeros((6, lm.n_cells))
+    D.strain_rate(grad, lm.n_owned, S)
+    n = lm.n_owned
+    a, b = D.germano_sums(lm.owner, lm.neighbour, n, u, S, lm.geometry.cell_volumes,
+                          np.cbrt(lm.geometry.cell_volumes), D.ALPHA ** 2,
+                          np.zeros((n, 21)), np.zeros(n))
+    return a / b, b
+
+
+def test_dynamic_coefficient_vanishes_without_small_scales():
+    """Germano's identity sees no subgrid stress in a uniform shear u = (a y, 0, 0) (the
+    resolved stress L has no xy part, so L:M is zero) nor in the Taylor-Green vortex's
+    single large-scale mode at t = 0; once the vortex has broken down (16^3, t = 5) the
+    coefficient is positive and of the classical size, Cs between 0.1 and 0.2."""
+    def shear(x, y, z):
+        u = np.zeros((3, len(x)))
+        u[0] = 3.0 * y
+        g = np.zeros((3, 3, len(x)))
+        g[0, 1] = 3.0
+        return u, g
+
+    cs2, mm = _dynamic_coefficient((6, 6, 6), shear)
+    assert mm > 0.0 and abs(cs2) < 1e-12
+    s, _ = tgv("dynamicSmagorinsky", 16, ["solver.dt=0.2"])
+    assert abs(s.closure.cs2) < 1e-12 and s.closure.nut.max() < 1e-12
+    for _ in range(25):
+        s.step()
+    assert 0.1 ** 2 < s.closure.cs2 < 0.2 ** 2, np.sqrt(s.closure.cs2)
+
+
 def test_keqn_restart_equals_the_uninterrupted_run():
     """Stop a kEqn run after 4 BDF2 steps, restore its state into a fresh solver: 4 more
     steps give bit for bit the fields of 8 uninterrupted ones (k, nut, nu_face included)."""
@@ -130,13 +171,37 @@ def test_keqn_restart_equals_the_uninterrupted_run():
     assert np.array_equal(a.closure.nu_face, b.closure.nu_face)
 
 
+def test_dynamic_restart_equals_the_uninterrupted_run():
+    """The dynamic model's state (the strain rate and velocity its next coefficient filters)
+    restores into a fresh solver: 4 more steps give bit for bit the fields of 8
+    uninterrupted ones."""
+    bdf2 = ['solver.time_scheme="backward"']
+    a, _ = tgv("dynamicSmagorinsky", 8, bdf2)
+    for _ in range(4):
+        a.step()
+    arrays, extra = a.checkpoint_state()
+    assert {"strain_rate", "strain_velocity", "nut", "nu_face"} <= set(arrays)
+    saved = {name: np.array(v, copy=True) for name, (v, _) in arrays.items()}
+    for _ in range(4):
+        a.step()
+    b, _ = tgv("dynamicSmagorinsky", 8, bdf2)
+    b.restore_state(saved, dict(extra))
+    for _ in range(4):
+        b.step()
+    assert a.closure.cs2 > 1e-3
+    for name in ("U", "p", "phi"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert a.closure.cs2 == b.closure.cs2
+    assert np.array_equal(a.closure.nu_face, b.closure.nu_face)
+
+
 @pytest.mark.parametrize("closure", ("laminar", *CLOSURES))
 def test_closure_fields_ride_the_existing_exchanges(closure):
     """A step exchanges at the same points with any closure: nut (and k) are more fields of
     the first correction's H/A exchange, never a message of their own."""
     s, spy = tgv(None if closure == "laminar" else closure, 4, spy=True)
     ride = len(s.closure.ghosts)
-    assert ride == {"laminar": 0, "kEqn": 2}.get(closure, 1)
+    assert ride == {"laminar": 0, "kEqn": 2, "dynamicSmagorinsky": 9}.get(closure, 1)
     for _ in range(2):
         spy.calls.clear()
         s.step()

@@ -33,11 +33,13 @@ CLOSURES = {
     "laminar": ".laminar:Laminar",
     "smagorinsky": ".smagorinsky:Smagorinsky",
     "wale": ".wale:WALE",
+    "dynamicSmagorinsky": ".dynamic:DynamicSmagorinsky",
     "kEqn": ".keqn:KEqn",
     "spalart_allmaras": ".spalart_allmaras:SpalartAllmaras",
 }
 MODEL_CLOSURE = {"incompressible": "laminar", "boussinesq": "laminar"}  # physics.model -> closure
-LES_CLOSURES = ("smagorinsky", "wale", "kEqn")  # physics.model = "les": physics.closure
+# physics.model = "les": physics.closure
+LES_CLOSURES = ("smagorinsky", "wale", "kEqn", "dynamicSmagorinsky")
 
 
 @dataclass
