@@ -124,7 +124,8 @@ def _dynamic_coefficient(cells, velocity):
     n = lm.n_owned
     a, b = D.germano_sums(lm.owner, lm.neighbour, n, u, S, lm.geometry.cell_volumes,
                           np.cbrt(lm.geometry.cell_volumes), D.ALPHA ** 2,
-                          np.zeros((n, 21)), np.zeros(n))
+                          D.filter_counts(lm.owner, lm.neighbour, n), np.zeros((n, 21)),
+                          np.zeros((2, 6)))
     return a / b, b
 
 

@@ -29,13 +29,13 @@ import numpy as np
 
 from .eddy import EddyViscosity
 
-PAIRS = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))  # the symmetric components
 ALPHA = 2.0
 
 
 @nb.njit(cache=True)
 def strain_rate(g, n, S):
-    """``S[m, c]`` (``PAIRS`` order) of the owned cells."""
+    """``S[m, c]`` of the owned cells, the symmetric pairs in the order xx, yy, zz, xy, xz,
+    yz."""
     for c in range(n):
         S[0, c] = g[0, 0, c]
         S[1, c] = g[1, 1, c]
@@ -54,8 +54,8 @@ def _mag(S, c):
 
 @nb.njit(cache=True, inline="always")
 def _add_cell(U, S, c, acc, t):
-    """Add the 21 filtered quantities of cell ``c`` to ``acc[t]``: u (3), u u (6, in
-    ``PAIRS`` order), S (6), |S| S (6)."""
+    """Add the 21 filtered quantities of cell ``c`` to ``acc[t]``: u (3), u u (6), S (6),
+    |S| S (6), the pairs in ``strain_rate``'s order."""
     u0, u1, u2 = U[0, c], U[1, c], U[2, c]
     m = _mag(S, c)
     acc[t, 0] += u0
@@ -72,26 +72,31 @@ def _add_cell(U, S, c, acc, t):
         acc[t, 15 + k] += m * S[k, c]
 
 
+def filter_counts(owner, neighbour, n) -> np.ndarray:
+    """How many cells the test filter averages over each owned cell: itself and its face
+    neighbours (a mesh property, found once)."""
+    ni = len(neighbour)
+    return 1.0 + np.bincount(owner[:ni][owner[:ni] < n], minlength=n)[:n] \
+        + np.bincount(neighbour[neighbour < n], minlength=n)[:n]
+
+
 @nb.njit(cache=True)
-def germano_sums(owner, neighbour, n, U, S, vol, delta, alpha2, acc, cnt):
-    """``(sum vol L:M, sum vol M:M)`` over the owned cells ``0..n-1`` (``acc``: n x 21,
-    ``cnt``: n, work arrays)."""
+def germano_sums(owner, neighbour, n, U, S, vol, delta, alpha2, cnt, acc, work):
+    """``(sum vol L:M, sum vol M:M)`` over the owned cells ``0..n-1``; ``cnt``: each cell's
+    filter members (:func:`filter_counts`); ``acc`` (n x 21) and ``work`` (2 x 6): work
+    arrays."""
     acc[:n] = 0.0
     for c in range(n):
         _add_cell(U, S, c, acc, c)
-        cnt[c] = 1.0
     for f in range(len(neighbour)):
         a, b = owner[f], neighbour[f]
         if a < n:
             _add_cell(U, S, b, acc, a)
-            cnt[a] += 1.0
         if b < n:
             _add_cell(U, S, a, acc, b)
-            cnt[b] += 1.0
     lm = 0.0
     mm = 0.0
-    sh = np.empty(6)
-    lk = np.empty(6)
+    sh, lk = work[0], work[1]
     twice = (1.0, 1.0, 1.0, 2.0, 2.0, 2.0)  # the off-diagonal pairs count twice in A:B
     for c in range(n):
         q = acc[c]
@@ -138,7 +143,8 @@ class DynamicSmagorinsky(EddyViscosity):
         self.S = np.zeros((6, n))
         self.u = np.zeros((3, n))  # the velocity the strain rate came from
         self.acc = np.zeros((lmesh.n_owned, 21))
-        self.cnt = np.zeros(lmesh.n_owned)
+        self.work = np.zeros((2, 6))
+        self.cnt = filter_counts(lmesh.owner, lmesh.neighbour, lmesh.n_owned)
         self.cs2 = 0.0
         self.ghosts = (*self.S, *self.u)
 
@@ -157,7 +163,7 @@ class DynamicSmagorinsky(EddyViscosity):
         with ctx.timers("fluxes"):
             a, b = germano_sums(lm.owner, lm.neighbour, n, self.u, self.S,
                                 lm.geometry.cell_volumes, self.delta, ALPHA * ALPHA,
-                                self.acc, self.cnt)
+                                self.cnt, self.acc, self.work)
         a, b = ctx.red.sum(a, b)
         self.cs2 = max(a / b, 0.0) if b > 0.0 else 0.0
         with ctx.timers("fluxes"):
