@@ -2,11 +2,12 @@
 
 The same periodic box (side 2 pi, ``cells``^3 uniform hexahedra from blockMesh, cyclic pairs
 on its three axes), the same initial velocity and pressure (the case's formulas at the cell
-centres), nu = 1/1600, the same dt, BDF2 (``backward``), ``Gauss linear`` convection and
-gradients, ``Gauss linear corrected`` laplacians, PISO with 2 correctors and a momentum
-predictor; p by GAMG (Gauss-Seidel smoother) to 1e-7 with relTol 0.01 on the first corrector
-and 0 on the last, U (and k) by symmetric Gauss-Seidel to 1e-7, as haloflow's
-taylor_green_3d.toml asks of its own solvers.  Closures: ``none`` (laminar), ``wale``,
+centres), nu = 1/1600, the same dt, BDF2 (``backward``), ``Gauss linear`` convection (or
+``Gauss cubic`` where haloflow runs ``cubic``) and gradients, ``Gauss linear corrected``
+laplacians, PISO with 2 correctors and a momentum predictor; p by GAMG (Gauss-Seidel
+smoother) to 1e-7 with relTol 0.01 on the first corrector and 0 on the last, U (and k) by
+symmetric Gauss-Seidel to 1e-7, as haloflow's taylor_green_3d.toml asks of its own
+solvers.  Closures: ``none`` (laminar), ``wale``,
 ``smagorinsky`` and ``kEqn`` (OpenFOAM's WALE, Smagorinsky and kEqn, Ck 0.094, Ce 1.048,
 Cw 0.325, width ``cubeRootVol``; kEqn starts from k = 1e-5 everywhere, haloflow from the
 local equilibrium).  Everything else is pisoFoam's default, ddtCorr included.
@@ -64,7 +65,7 @@ gradSchemes { default Gauss linear; }
 divSchemes
 {
     default none;
-    div(phi,U) Gauss linear;
+    div(phi,U) Gauss {convection};
     div(phi,k) Gauss linear;
     div((nuEff*dev2(T(grad(U))))) Gauss linear;
 }
@@ -128,9 +129,10 @@ def _field(dims: str, internal: str) -> str:
 
 
 def write_case(root: Path, env: str, cells: int, closure: str, dt: float, end: float,
-               ranks: int) -> Path:
-    """The case, meshed (and decomposed ``simple (ranks 1 1)`` for several ranks)."""
-    case = root / f"tgv_{cells}_{closure}_openfoam_n{ranks}"
+               ranks: int, convection: str = "linear") -> Path:
+    """The case, meshed (and decomposed ``simple (ranks 1 1)`` for several ranks);
+    ``convection``: the velocity's, ``linear`` or ``cubic``."""
+    case = root / f"tgv_{cells}_{closure}_{convection}_openfoam_n{ranks}"
     if case.exists():
         shutil.rmtree(case)
     U, p = _initial(cells)
@@ -140,7 +142,7 @@ def write_case(root: Path, env: str, cells: int, closure: str, dt: float, end: f
     p_list = f"nonuniform List<scalar> {len(p)}\n(\n{scalars}\n)"
     files = {
         "system/controlDict": ("dictionary", CONTROL.format(end=end, dt=dt)),
-        "system/fvSchemes": ("dictionary", SCHEMES),
+        "system/fvSchemes": ("dictionary", SCHEMES.replace("{convection}", convection)),
         "system/fvSolution": ("dictionary", SOLUTION),
         "system/blockMeshDict": ("dictionary", _block_mesh(cells)),
         "system/decomposeParDict": ("dictionary", f"numberOfSubdomains {ranks};\n"

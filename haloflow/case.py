@@ -314,7 +314,8 @@ def _schema() -> dict[str, Any]:
             "steady_tol": _Key(_number(0), 1e-5),
             "n_correctors": _Key(_integer(1, 100), 2),
             "time_scheme": _Key(_choice("euler", "backward"), "euler"),  # PISO: backward = BDF2
-            "convection": _Key(_choice("upwind", "linear", "linear-upwind"), "linear"),
+            "convection": _Key(_choice("upwind", "linear", "linear-upwind", "cubic"),
+                               "linear"),
             # physics.model = "boussinesq": the temperature's (default: as convection)
             "convection_T": _Key(_choice("upwind", "linear", "limited-linear", "van-leer"),
                                  None),
@@ -529,6 +530,8 @@ def load_case(source: str | Path, overrides: Iterable[str] = ()) -> Case:
     """Read a built-in case by name, or a TOML file by path, apply overrides and validate."""
     path, label = _locate(source)
     raw = _read(path, label)
+    physics = raw.get("physics")
+    file_model = physics.get("model") if isinstance(physics, dict) else None
     applied = []
     for text in overrides:
         keys, value = _parse_override(text)
@@ -537,11 +540,28 @@ def load_case(source: str | Path, overrides: Iterable[str] = ()) -> Case:
     # a mesh file or profile table is relative to the case file, or to the working directory
     # if --set gave it
     by_override = frozenset(tuple(keys) for keys, _ in applied)
+    _drop_switched_model_keys(raw, file_model, by_override)
     try:
         parts = _resolve(raw, path.parent, by_override)
     except KeyProblem as p:
         raise CaseError(f"{_blame(p.paths, applied, label)}: {p}") from None
     return Case(**parts, name=path.stem, source=path)
+
+
+def _drop_switched_model_keys(raw: dict, file_model, by_override) -> None:
+    """``--set physics.model`` away from the file's model drops the file's keys of that
+    model (an LES case's closure and constants, say), which would otherwise be refused as
+    keys of another model: switching the model from the command line takes the new model's
+    defaults.  Keys that ``--set`` gave are kept, and checked."""
+    physics = raw.get("physics")
+    if not isinstance(physics, dict) or ("physics", "model") not in by_override \
+            or physics.get("model") == file_model:
+        return
+    own = {"les": _LES, "rans": _RANS, "boussinesq": _THERMAL}.get(file_model, {})
+    plain = _schema()["physics"]
+    for k in [k for k in physics if k in own and k not in plain]:
+        if ("physics", k) not in by_override:
+            del physics[k]
 
 
 def _locate(source: str | Path) -> tuple[Path, str]:

@@ -18,10 +18,11 @@ from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..linalg.precond import SymmetricGaussSeidel
 from ..linalg.smoother import sgs, sgs_many
+from ..mesh.core import neighbour_centres
 from ..parallel import threads
 from .bcs import velocity_boundary_values
 from .patches import EMPTY, FIXED, SYMMETRY
-from .schemes import linear_upwind_source, nonorth_diffusion_source
+from .schemes import cubic_source, linear_upwind_source, nonorth_diffusion_source
 
 
 @nb.njit(cache=True)
@@ -172,8 +173,8 @@ class Momentum:
     ``nu_face`` is the closure's array, read at every assembly (a closure refreshes it in
     place), and ``stress`` the explicit part of its eddy stress (cell integrals on the owned
     rows), or None in laminar flow.  ``nonorth``: defer the non-orthogonal part of
-    diffusion; it and linear-upwind convection need velocity gradients, whose ghost rows
-    are exchanged."""
+    diffusion; it, linear-upwind and cubic convection need velocity gradients, whose ghost
+    rows are exchanged."""
 
     def __init__(self, U, lmesh, fc, bc, comps, gradient, nu_face, pattern, exchanger, red,
                  workspace, many, scratch, timers, *, convection: str, nonorth: bool, settings,
@@ -201,7 +202,8 @@ class Momentum:
         self.normalised = None  # a NormalisedResidual: report OpenFOAM's initial residuals
         self.vol = lm.geometry.cell_volumes
         self.sf = lm.geometry.face_areas
-        self.linear = convection == "linear"
+        self.cubic = convection == "cubic"  # linear, and an explicit correction beyond it
+        self.linear = convection == "linear" or self.cubic
         self.linear_upwind = convection == "linear-upwind"
         self.nonorth = nonorth
         self.M = DistMatrix(pattern, exchanger, timers)
@@ -214,8 +216,12 @@ class Momentum:
         fcs = lm.geometry.face_centres  # only linear-upwind reads them after set-up
         self.fcn = None if not self.linear_upwind else fcs if lm.face_shift is None else \
             np.ascontiguousarray(fcs[:ni] - lm.face_shift)  # as the neighbour sees them
+        self.d = None  # owner-to-neighbour vectors, for cubic convection
+        if self.cubic:
+            ni = lm.n_internal
+            self.d = neighbour_centres(lm) - lm.geometry.cell_centres[lm.owner[:ni]]
         self.gradU = None
-        if nonorth or self.linear_upwind:  # velocity gradients, ghosts exchanged
+        if nonorth or self.linear_upwind or self.cubic:  # velocity gradients, ghosts exchanged
             self.gradU = components(3, 3, n)
             self.ub = np.zeros((3, nf - ni))
             self.gkind = bc.grad_kind
@@ -238,7 +244,7 @@ class Momentum:
 
     def _explicit(self, phi, U_conv) -> None:
         """Deferred parts that need velocity gradients: non-orthogonal diffusion and the
-        linear-upwind correction (ghost values of ``U_conv`` are current)."""
+        linear-upwind or cubic correction (ghost values of ``U_conv`` are current)."""
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
         with T("fluxes"):
             velocity_boundary_values(self.owner, self.sf, bc.u_kind, bc.u_value, U_conv,
@@ -255,6 +261,9 @@ class Momentum:
                 g = lm.geometry
                 linear_upwind_source(lm.owner, lm.neighbour, phi, g.face_centres, self.fcn,
                                      g.cell_centres, self.gradU, self.axes, self.b0)
+            if self.cubic:
+                cubic_source(lm.owner, lm.neighbour, fc.weight, phi, self.d, U_conv, self.gradU,
+                             self.axes, self.b0)
 
     def ghosts_stale(self) -> None:
         """The owned rows of ``U`` changed since its ghosts were exchanged: the next solve

@@ -33,10 +33,10 @@ from .time import TIME_SCHEMES
 
 def temperature_scheme(s) -> str:
     """The temperature's convection scheme: ``solver.convection_T``, else the momentum's
-    (``linear-upwind`` as ``linear``)."""
+    (``linear-upwind`` and ``cubic`` as ``linear``)."""
     if s.convection_T is not None:
         return s.convection_T
-    return "linear" if s.convection == "linear-upwind" else s.convection
+    return "linear" if s.convection in ("linear-upwind", "cubic") else s.convection
 
 
 class PisoSolver:

@@ -238,6 +238,30 @@ def linear_upwind_source(owner, neighbour, phi, fc, fcn, cc, gradU, comps, b):
             b[d, n] += F * s
 
 
+@nb.njit(cache=True)
+def cubic_source(owner, neighbour, weight, phi, d, U, gradU, comps, b):
+    """Deferred correction from linear to cubic face values (OpenFOAM's ``cubic``): the
+    cubic through both cells' values and gradients, ``kSc (U_P - U_N) + kP d.grad U_P +
+    kN d.grad U_N`` beyond linear, ``d`` from owner to neighbour centre.  On a uniform mesh
+    ``(d/8).(grad U_P - grad U_N)``: fourth order, and symmetric in the two cells, so the
+    convection keeps central differencing's lack of numerical dissipation while resolving
+    the small scales with less dispersion error (an LES's grid-scale eddies)."""
+    for f in range(len(neighbour)):
+        o = owner[f]
+        n = neighbour[f]
+        w = weight[f]
+        ksc = w * (1.0 - w * (3.0 - 2.0 * w))
+        kp = (1.0 - w) * (1.0 - w) * w
+        kn = w * w * (w - 1.0)
+        F = phi[f]
+        for c in comps:
+            s = ksc * (U[c, o] - U[c, n])
+            for e in comps:
+                s += d[f, e] * (kp * gradU[c, e, o] + kn * gradU[c, e, n])
+            b[c, o] -= F * s
+            b[c, n] += F * s
+
+
 # -- bounded convection of a scalar ------------------------------------------------------------
 
 # TVD limiters psi(r) of a limited linear scheme (the code the kernel takes)

@@ -114,7 +114,7 @@ class Steady(Euler):
 class BDF2(Euler):
     """Second-order backward differences; the first step, without ``U^(n-1)``, is Euler's.
 
-    The explicit parts of convection (the deferred correction to linear or linear-upwind)
+    The explicit parts of convection (the deferred correction to linear, linear-upwind, cubic)
     are taken at the extrapolated velocity ``2 U^n - U^(n-1)``, which keeps them second
     order; the convecting flux stays the old one (extrapolating it as well damps vortex
     shedding: c_L,max 0.84 instead of 1.05 on the 64-cell cylinder)."""

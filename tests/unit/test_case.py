@@ -132,7 +132,7 @@ def test_writer_escapes_strings():
     ("[solver]", '[boundary.inlet]\ntype = "wall"\n[solver]', "boundary.inlet",
      "its patches are: left, right, bottom, top, front, back"),
     ("end_time = 1", 'end_time = 1\nconvection = "quick"', "solver.convection",
-     'expected "upwind", "linear" or "linear-upwind", got "quick"'),
+     'expected "upwind", "linear", "linear-upwind" or "cubic", got "quick"'),
     ('[boundary.front]\ntype = "empty"', '[boundary.front]\ntype = "empty"\nU = [0, 0, 0]',
      "boundary.front.U", "not allowed"),
     ('[boundary.left]\ntype = "wall"', '[boundary.left]\ntype = "inlet"', "boundary.left.U",

@@ -58,6 +58,17 @@ def test_bad_les_input(override, words):
     assert words in error([override])
 
 
+def test_switching_the_model_drops_the_files_closure_keys():
+    """The TGV case names its closure; --set physics.model takes it off, unless --set gave
+    an LES key itself."""
+    lam = load_case("taylor_green_3d", ['physics.model="incompressible"'])
+    assert lam.physics.model == "incompressible" and not hasattr(lam.physics, "closure")
+    assert load_case("taylor_green_3d", ['physics.model="les"']).physics.closure == \
+        "dynamicSmagorinsky"
+    assert "physics.closure: an LES key" in error(['physics.model="incompressible"',
+                                                   'physics.closure="wale"'])
+
+
 def test_les_key_on_a_laminar_case_and_the_exit_status():
     assert 'physics.Ck: an LES key, not used by physics.model = "incompressible"' in \
         error(["physics.Ck=0.1"], "cavity")
@@ -191,8 +202,10 @@ def test_closure_fields_ride_the_existing_exchanges(closure):
     for _ in range(2):
         spy.calls.clear()
         s.step()
-        assert spy.calls == [("predict_fluxes", 4 + ride), ("correct", 1), ("correct", 3),
-                             ("predict_fluxes", 3), ("correct", 1), ("correct", 3)]
+        # the case's cubic convection exchanges the velocity gradient at the assembly
+        assert spy.calls == [("_explicit", 9), ("predict_fluxes", 4 + ride), ("correct", 1),
+                             ("correct", 3), ("predict_fluxes", 3), ("correct", 1),
+                             ("correct", 3)]
 
 
 def test_transport_keeps_a_scalar_bounded_and_conserved():
@@ -278,8 +291,9 @@ def test_averages_of_a_steady_field():
 
 
 def test_builtin_taylor_green_3d_is_the_workshop_case():
-    """64^3 cells in a cube of side 2 pi L, Re = V0 L / nu = 1600, WALE by default; the
-    initial field is the workshop's, kinetic energy V0^2/8 on the cell centres."""
+    """64^3 cells in a cube of side 2 pi L, Re = V0 L / nu = 1600, the dynamic closure with
+    cubic convection at Courant 0.125; the initial field is the workshop's, kinetic energy
+    V0^2/8 on the cell centres."""
     from haloflow.physics.initial import taylor_green_3d
 
     case = load_case("taylor_green_3d")
@@ -287,7 +301,10 @@ def test_builtin_taylor_green_3d_is_the_workshop_case():
     assert m.cells == (64, 64, 64) and len(set(m.lengths)) == 1 and len(m.periodic) == 3
     L = m.lengths[0] / (2.0 * np.pi)
     assert case.initial.amplitude * L / ph.nu == pytest.approx(1600.0)
-    assert ph.model == "les" and ph.closure == "wale"
+    assert ph.model == "les" and ph.closure == "dynamicSmagorinsky"
+    s = case.solver
+    assert s.convection == "cubic" and s.time_scheme == "backward"
+    assert s.dt == 0.0125  # Courant number V0 dt / dx 0.127
     assert case.solver.end_time == 20.0 and case.postprocess.taylor_green_3d
     x = (np.arange(8) + 0.5) * 2.0 * np.pi / 8 - np.pi
     X, Y, Z = np.meshgrid(x, x, x, indexing="ij")
