@@ -255,6 +255,12 @@ def neighbour_centres(mesh) -> np.ndarray:
     return cc
 
 
+def centre_deltas(mesh) -> np.ndarray:
+    """Owner-to-neighbour centre vectors of the internal faces, to the neighbour's periodic
+    image where a face joins a periodic pair (``mesh`` global or local)."""
+    return neighbour_centres(mesh) - mesh.geometry.cell_centres[mesh.owner[:mesh.n_internal]]
+
+
 def take_faces(face_ptr, face_nodes, faces) -> tuple[np.ndarray, np.ndarray]:
     """The CSR ``(ptr, nodes)`` of ``faces`` (face indices, in that order): a vectorised
     gather for readers and mesh edits that reorder or pick faces."""

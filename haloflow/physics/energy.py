@@ -27,7 +27,7 @@ from ..backends.layout import components
 from ..linalg.krylov import bicgstab
 from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
-from ..mesh.core import neighbour_centres
+from ..mesh.core import centre_deltas
 from .closures.transport import relax_scalar
 from .patches import EMPTY, FIXED, FIXED_GRADIENT
 from .schemes import LIMITERS, limited_source
@@ -215,7 +215,7 @@ class Energy:
         self._pending = ()
         if self.limiter:  # the upwind cells' gradients, ghost rows included
             self.gradient, self.comps = gradient, comps
-            self.d = neighbour_centres(lm) - lm.geometry.cell_centres[lm.owner[:ni]]
+            self.d = centre_deltas(lm)
             self.gradT = components(3, n)
             self.gkind = np.where(self.tkind == EMPTY, EMPTY, FIXED)  # face values: tb
             self.grad_fields = tuple(self.gradT[d] for d in comps)

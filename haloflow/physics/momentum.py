@@ -18,7 +18,7 @@ from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..linalg.precond import SymmetricGaussSeidel
 from ..linalg.smoother import sgs, sgs_many
-from ..mesh.core import neighbour_centres
+from ..mesh.core import centre_deltas
 from ..parallel import threads
 from .bcs import velocity_boundary_values
 from .patches import EMPTY, FIXED, SYMMETRY
@@ -218,8 +218,7 @@ class Momentum:
             np.ascontiguousarray(fcs[:ni] - lm.face_shift)  # as the neighbour sees them
         self.d = None  # owner-to-neighbour vectors, for cubic convection
         if self.cubic:
-            ni = lm.n_internal
-            self.d = neighbour_centres(lm) - lm.geometry.cell_centres[lm.owner[:ni]]
+            self.d = centre_deltas(lm)
         self.gradU = None
         if nonorth or self.linear_upwind or self.cubic:  # velocity gradients, ghosts exchanged
             self.gradU = components(3, 3, n)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..mesh.core import neighbour_centres
+from ..mesh.core import centre_deltas
 from ..mesh.fv import FaceCoeffs
 from .bcs import visited_owner
 from .patches import EMPTY, FIXED
@@ -109,7 +109,7 @@ def lsq_vectors(lmesh, empty: np.ndarray, comps) -> tuple[np.ndarray, np.ndarray
     cc, fc = g.cell_centres, g.face_centres
     own, nbr = lmesh.owner[:ni], lmesh.neighbour
     bown = lmesh.owner[ni:]
-    d = neighbour_centres(lmesh) - cc[own]
+    d = centre_deltas(lmesh)
     db = fc[ni:] - cc[bown]
     w = 1.0 / np.einsum("ij,ij->i", d, d)
     wb = np.where(empty, 0.0, 1.0 / np.einsum("ij,ij->i", db, db))
