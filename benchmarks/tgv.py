@@ -83,7 +83,7 @@ def rate_error(t: np.ndarray, eps: np.ndarray, ref: np.ndarray) -> float:
 
 
 def haloflow_peak(ranks: int, cells: int, closure: str, dt: float, end: float,
-                  out: Path, convection: str = "linear") -> dict:
+                  out: Path, convection: str) -> dict:
     model = (["--set", 'physics.model="incompressible"'] if closure == "none"
              else ["--set", f'physics.closure="{closure}"'])
     s = run(ranks, ["--set", f"mesh.cells=[{cells},{cells},{cells}]", *model,

@@ -129,7 +129,7 @@ def _field(dims: str, internal: str) -> str:
 
 
 def write_case(root: Path, env: str, cells: int, closure: str, dt: float, end: float,
-               ranks: int, convection: str = "linear") -> Path:
+               ranks: int, convection: str) -> Path:
     """The case, meshed (and decomposed ``simple (ranks 1 1)`` for several ranks);
     ``convection``: the velocity's, ``linear`` or ``cubic``."""
     case = root / f"tgv_{cells}_{closure}_{convection}_openfoam_n{ranks}"

@@ -243,9 +243,10 @@ def cubic_source(owner, neighbour, weight, phi, d, U, gradU, comps, b):
     """Deferred correction from linear to cubic face values (OpenFOAM's ``cubic``): the
     cubic through both cells' values and gradients, ``kSc (U_P - U_N) + kP d.grad U_P +
     kN d.grad U_N`` beyond linear, ``d`` from owner to neighbour centre.  On a uniform mesh
-    ``(d/8).(grad U_P - grad U_N)``: fourth order, and symmetric in the two cells, so the
-    convection keeps central differencing's lack of numerical dissipation while resolving
-    the small scales with less dispersion error (an LES's grid-scale eddies)."""
+    ``(d/8).(grad U_P - grad U_N)``: fourth order, symmetric in the two cells, with less
+    dispersion error on an LES's grid-scale eddies.  Not energy-neutral where the flux
+    varies from face to face: a nearly inviscid vortex loses about 1 % more energy than
+    with linear (docs/performance.md, "Twenty-first pass")."""
     for f in range(len(neighbour)):
         o = owner[f]
         n = neighbour[f]
