@@ -10,7 +10,12 @@ taking turns, REPEAT times; from the median 1-rank run's profile.json it reports
 - measured s/step on 1 and 2 ranks (medians) and the speedup;
 - the predicted curve (``haloflow predict``'s model) on ``infiniband-fdr`` and ``gige-tcp``
   with 12 cores per node, its peak, and whether compute per rank still shrinks at about
-  2 000 cells per rank.
+  2 000 cells per rank;
+- what bounds that peak: the same prediction with the terms a change of the pressure solve
+  could remove taken away one after another (the coarse levels' exchanges, then the
+  redundant coarse solve's fixed cost and allgathers, then every allreduce), on the case's
+  own partition and on an ideal process grid (equal parts, six neighbours).  No change to
+  one term can take the peak past its row.
 
     .venv/bin/python benchmarks/scaling.py [--cells 62] [--repeat 3] [--steps 10]
 
@@ -34,6 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from dataclasses import replace  # noqa: E402
+
 from openfoam import wait_quiet  # noqa: E402
 
 from haloflow.study import model as M  # noqa: E402
@@ -42,6 +49,14 @@ from haloflow.study.predict import halos, load_profile, parse_ranks, shm_curve  
 NETWORKS = ("infiniband-fdr", "gige-tcp")
 CORES_PER_NODE = 12
 PREDICT_RANKS = "12..3072"
+# what the bounds take away, one after another (each row keeps the previous rows' changes)
+BOUNDS = (
+    ("nothing", {}),
+    ("coarse levels' exchanges", {"levels": []}),
+    ("+ redundant solve's fixed cost, allgathers",
+     {"serial_s": 0.0, "gathers": 0.0, "refreshes": 0.0}),
+    ("+ every allreduce", {"allreduces": 0.0, "compiled_allreduces": 0.0}),
+)
 
 
 def case_sets(n: int, steps: int, extra: list[str]) -> list[str]:
@@ -73,10 +88,8 @@ def serial_fraction(prof_path: Path, s_per_step: float) -> dict:
             "coarse_fraction": w.serial_s / s_per_step}
 
 
-def predicted(prof_path: Path, ranks: list[int]) -> dict:
-    _, w = load_profile(prof_path)
-    shm = shm_curve(None)
-    hs = halos(prof_path, w, [1, *ranks], lambda *a: None)
+def predicted(w: M.Workload, hs: dict, shm: M.Curve) -> dict:
+    """The predicted curve on each network from the workload and halos by rank count."""
     out = {}
     for name in NETWORKS:
         s = M.summary(M.sweep(w, hs, M.network(name), shm, CORES_PER_NODE))
@@ -88,6 +101,46 @@ def predicted(prof_path: Path, ranks: list[int]) -> dict:
             "compute_s": near["compute_s"], "previous_compute_s": before["compute_s"],
             "shrinks": bool(near["compute_s"] < before["compute_s"])}
         out[name] = s
+    return out
+
+
+def bounds(w: M.Workload, partitions: dict, net: M.Curve, shm: M.Curve) -> list[dict]:
+    """The predicted peak with the ``BOUNDS`` terms taken away in turn, for each partition
+    (name -> halos by rank count).  A coarse level free of exchanges still computes (its
+    work shrinks with the ranks); a redundant solve without its fixed cost is work that
+    shrinks like the rest.  Speedups are against the same 1-rank step in every row."""
+    rows = []
+    for part, hs in partitions.items():
+        changes = {}
+        for label, change in BOUNDS:
+            changes.update(change)
+            s = M.summary(M.sweep(replace(w, **changes), hs, net, shm, CORES_PER_NODE))
+            r = next(row for row in s["rows"] if row["ranks"] == s["peak"]["ranks"])
+            rows.append({"partition": part, "removed": label, "peak_speedup": r["speedup"],
+                         "ranks": r["ranks"], "step_s": r["step_s"],
+                         "compute_s": r["compute_s"], "halo_s": r["halo_s"],
+                         "reduce_s": r["reduce_s"], "gather_s": r["gather_s"],
+                         "messages_per_exchange": r["messages_per_exchange"],
+                         "curve": [[row["ranks"], row["speedup"]] for row in s["rows"]]})
+    return rows
+
+
+def bounds_of(w: M.Workload, hs: dict, shm: M.Curve) -> list[dict]:
+    """``bounds`` on ``infiniband-fdr``: the case's own partition (``hs``) and an ideal
+    process grid at the same rank counts."""
+    grid = {p: M.halo_of_grid(w.cells, p, w.dims) for p in hs}
+    return bounds(w, {"case": hs, "ideal grid": grid}, M.network(NETWORKS[0]), shm)
+
+
+def bounds_table(rows: list[dict]) -> list[str]:
+    out = [f"what bounds the {NETWORKS[0]} peak (terms taken away in turn):",
+           f"  {'partition':<11} {'taken away':<44} {'peak':>7} {'ranks':>6} {'ms/step':>8}"
+           f" {'compute':>8} {'halo':>6} {'reduce':>7} {'gather':>7} {'msgs':>5}"]
+    for r in rows:
+        out.append(f"  {r['partition']:<11} {r['removed']:<44} {r['peak_speedup']:6.1f}x "
+                   f"{r['ranks']:>6} {1e3 * r['step_s']:8.2f} {1e3 * r['compute_s']:8.2f} "
+                   f"{1e3 * r['halo_s']:6.2f} {1e3 * r['reduce_s']:7.2f} "
+                   f"{1e3 * r['gather_s']:7.2f} {r['messages_per_exchange']:>5}")
     return out
 
 
@@ -103,7 +156,8 @@ def peak_breakdown(s: dict) -> str:
             f"{r['messages_per_exchange']} messages an exchange)")
 
 
-def plot(pred: dict, path: Path) -> None:
+def plot(pred: dict, bound: list[dict], path: Path) -> None:
+    """The predicted curves, and dashed the bounds on the case's own partition."""
     from haloflow.io.figure import figure, save
 
     fig = figure()
@@ -111,10 +165,16 @@ def plot(pred: dict, path: Path) -> None:
     for name, s in pred.items():
         r = np.array([row["ranks"] for row in s["rows"]])
         ax.loglog(r, [row["speedup"] for row in s["rows"]], "o-", label=name)
+    for b in bound[1:]:
+        if b["partition"] == "case":
+            x, y = np.array(b["curve"]).T
+            what = b["removed"]
+            what = f"also without {what[2:]}" if what.startswith("+ ") else f"without {what}"
+            ax.loglog(x, y, "--", lw=1, label=f"{NETWORKS[0]} {what}")
     ax.loglog(r, r, "k:", label="ideal")
     ax.set_xlabel("ranks (12 per node)")
     ax.set_ylabel("predicted speedup over 1 rank")
-    ax.legend()
+    ax.legend(fontsize="small")
     ax.grid(True, which="both", alpha=0.3)
     save(fig, path)
 
@@ -145,7 +205,11 @@ def main() -> None:
         calib = sorted(runs[1], key=lambda r: r["s_per_step"])[len(runs[1]) // 2]
         prof = calib["out"] / "profile.json"
         frac = serial_fraction(prof, calib["s_per_step"])
-        pred = predicted(prof, parse_ranks(PREDICT_RANKS))
+        _, w = load_profile(prof)
+        hs = halos(prof, w, [1, *parse_ranks(PREDICT_RANKS)], lambda *a: None)
+        shm = shm_curve(None)
+        pred = predicted(w, hs, shm)
+        bound = bounds_of(w, hs, shm)
     doc = {"cells": n ** 3, "steps": a.steps, "repeat": a.repeat, "overrides": a.set,
            "machine": os.uname().nodename, "cpus": os.cpu_count(),
            "measured": {str(p): {"s_per_step_median": med[p],
@@ -153,9 +217,10 @@ def main() -> None:
                                  "busy_before": [r["busy_before"] for r in runs[p]],
                                  "per_step": runs[p][0]["per_step"],
                                  "p_iters_mean": runs[p][0]["p_iters_mean"]} for p in runs},
-           "speedup_2": med[1] / med[2], **frac, "predicted": pred}
+           "speedup_2": med[1] / med[2], **frac, "predicted": pred,
+           "bounds": bound}
     Path(a.o).write_text(json.dumps(doc, indent=1))
-    plot(pred, Path(a.o).with_suffix(".png"))
+    plot(pred, bound, Path(a.o).with_suffix(".png"))
     per = runs[1][0]["per_step"]
     print(f"\n{n}^3 cavity: 1 rank {med[1]:.4f} s/step, 2 ranks {med[2]:.4f} s/step "
           f"(speedup {med[1] / med[2]:.2f}); per step {per['halo_exchanges']:.1f}"
@@ -169,6 +234,7 @@ def main() -> None:
               f"({s['peak']['cells_per_rank']:.0f} cells/rank); compute per rank at "
               f"{c['cells_per_rank']:.0f} cells/rank {'still shrinks' if c['shrinks'] else 'flat'}")
         print(peak_breakdown(s))
+    print("\n".join(bounds_table(bound)))
     print(f"wrote {a.o}")
 
 
