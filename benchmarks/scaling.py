@@ -15,7 +15,7 @@ taking turns, REPEAT times; from the median 1-rank run's profile.json it reports
   could remove taken away one after another (the coarse levels' exchanges, then the
   redundant coarse solve's fixed cost and allgathers, then every allreduce), on the case's
   own partition and on an ideal process grid (equal parts, six neighbours).  No change to
-  one term can take the peak past its row.
+  the terms a row has taken away can take the peak past that row.
 
     .venv/bin/python benchmarks/scaling.py [--cells 62] [--repeat 3] [--steps 10]
 
@@ -133,6 +133,7 @@ def bounds_of(w: M.Workload, hs: dict, shm: M.Curve) -> list[dict]:
 
 
 def bounds_table(rows: list[dict]) -> list[str]:
+    """``bounds`` rows as the printed table, one line each."""
     out = [f"what bounds the {NETWORKS[0]} peak (terms taken away in turn):",
            f"  {'partition':<11} {'taken away':<44} {'peak':>7} {'ranks':>6} {'ms/step':>8}"
            f" {'compute':>8} {'halo':>6} {'reduce':>7} {'gather':>7} {'msgs':>5}"]
