@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import scaling  # noqa: E402
 
 RANKS = [1, 12, 48, 96, 384, 768, 1536, 3072]
+NET = M.network("infiniband-fdr")
+SHM = M.network("infiniband-sdr")  # stands in for shared memory: any curve will do
 
 
 def workload():
@@ -31,15 +33,14 @@ def workload():
 def rows():
     w = workload()
     grid = {p: M.halo_of_grid(w.cells, p, w.dims) for p in RANKS}
-    return scaling.bounds(w, {"grid": grid}, M.network("infiniband-fdr"),
-                          M.network("infiniband-sdr"))
+    return scaling.bounds(w, {"grid": grid}, NET, SHM)
 
 
 def test_first_row_is_the_plain_prediction(rows):
     w = workload()
     grid = {p: M.halo_of_grid(w.cells, p, w.dims) for p in RANKS}
-    plain = M.summary(M.sweep(w, grid, M.network("infiniband-fdr"),
-                              M.network("infiniband-sdr"), scaling.CORES_PER_NODE))
+    plain = M.summary(M.sweep(w, grid, NET, SHM,
+                              scaling.CORES_PER_NODE))
     assert rows[0]["removed"] == "nothing"
     assert rows[0]["peak_speedup"] == pytest.approx(plain["peak"]["speedup"], rel=1e-12)
     assert rows[0]["ranks"] == plain["peak"]["ranks"]
@@ -60,8 +61,7 @@ def test_what_a_row_takes_away_is_gone(rows):
     w = workload()
     P = rows[1]["ranks"]
     alone = M.predict(replace(w, levels=[]), M.halo_of_grid(w.cells, P, w.dims),
-                      M.network("infiniband-fdr"), M.network("infiniband-sdr"),
-                      scaling.CORES_PER_NODE)
+                      NET, SHM, scaling.CORES_PER_NODE)
     assert rows[1]["halo_s"] == pytest.approx(alone.halo_parts[0][1], rel=1e-12)
 
 
@@ -71,6 +71,5 @@ def test_speedups_share_one_single_rank_step():
     changes = {}
     for _, change in scaling.BOUNDS:
         changes.update(change)
-        p = M.predict(replace(w, **changes), one[1], M.network("infiniband-fdr"),
-                      M.network("infiniband-sdr"), scaling.CORES_PER_NODE)
+        p = M.predict(replace(w, **changes), one[1], NET, SHM, scaling.CORES_PER_NODE)
         assert p.step_s == pytest.approx(w.compute_s, rel=1e-12)
