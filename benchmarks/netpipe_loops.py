@@ -31,7 +31,7 @@ from mpi4py import MPI
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from haloflow.bench.netpipe import loops as kernels  # noqa: E402
+from haloflow.parallel import message_loops as kernels  # noqa: E402
 from haloflow.parallel import mpicall  # noqa: E402
 
 TAG = 9

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scaling import case_sets  # noqa: E402
 
 from haloflow.case import load_case  # noqa: E402
-from haloflow.linalg import kcycle  # noqa: E402
+from haloflow.linalg import cycle, kcycle  # noqa: E402
 from haloflow.run.setup import setup  # noqa: E402
 
 
@@ -70,7 +70,7 @@ def main() -> None:
     turn = [0]
 
     def timed(self, b, x, tol, max_iter, ws, rel_tol=0.0):
-        thr = self.h[kcycle.H_THR]
+        thr = self.h[cycle.H_THR]
         base = thr.copy()
         cfgs = configurations(base)
         names = list(cfgs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import sys
 import traceback
@@ -69,3 +71,27 @@ def fail_fast(comm, collective_errors=(UserError,)):
         if comm.size > 1:
             comm.Abort(1)
         sys.exit(1)
+
+
+def _libmpi_path() -> str | None:
+    """The MPI library mpi4py loaded (the same one, also when it was opened by path)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            for line in f:
+                path = line.split()[-1]
+                if os.path.basename(path).startswith("libmpi.so"):
+                    return path
+    except OSError:
+        pass
+    return ctypes.util.find_library("mpi")
+
+
+def libmpi() -> ctypes.CDLL | None:
+    """The MPI library mpi4py loaded, opened with ctypes (None where it cannot be found)."""
+    from mpi4py import MPI
+
+    path = _libmpi_path()
+    try:
+        return ctypes.CDLL(path) if path else ctypes.CDLL(MPI.__file__)
+    except OSError:
+        return None

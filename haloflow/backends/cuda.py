@@ -166,7 +166,7 @@ class CudaBackend:
         """Whether the MPI library reads device pointers, and how that was found."""
         if self.simulated:
             return True, "simulated device memory is host memory"
-        from ..parallel.mpicall import libmpi
+        from ..mpiutil import libmpi
 
         lib = libmpi()
         fn = getattr(lib, "MPIX_Query_cuda_support", None) if lib is not None else None

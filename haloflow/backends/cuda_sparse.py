@@ -235,7 +235,7 @@ def _bicg_xr(x, phat, shat, r, s, t, alpha, omega, r0, n, out):
 
 @cuda.jit
 def _spmv_dots(ip, ix, data, p, q, r, n, out):
-    """q = A p, out += (p.q, p.r) (the first two sums of ``kcycle._spmv_dots4``)."""
+    """q = A p, out += (p.q, p.r) (the first two sums of ``compiled_krylov._spmv_dots4``)."""
     s1 = 0.0
     s2 = 0.0
     start = cuda.grid(1)

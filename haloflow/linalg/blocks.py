@@ -309,13 +309,14 @@ def cg1_directions(u, w, beta, p, s, n, nt):
             s[i] = w[i] + beta * s[i]
 
 
-# -- the lockstep BiCGStab of the velocity components (krylov._many_iterate) ------------------
+# -- the lockstep BiCGStab of the velocity components (lockstep_compiled._many_iterate) ----
 # Each phase handles every active component in one region; ``out`` gets the same layout of
-# partial sums as the serial ``krylov._bicg3_*`` kernels give, ``part`` holds the blocks'.
+# partial sums as the serial ``lockstep_kernels._bicg3_*`` kernels give, ``part`` holds the
+# blocks'.
 
 @nb.njit(cache=True, parallel=True)
 def many_start(indptr, indices, data, diag, invd, X, W, comps, nt, part, out):
-    """``krylov._many_start``: D^-1, r = b - A x, r0 = r, p = v = 0, (r.r, b.b) per
+    """``lockstep_compiled._many_start``: D^-1, r = b - A x, r0 = r, p = v = 0, (r.r, b.b) per
     component into ``out[2j:2j+2]``."""
     n = len(diag)
     m = len(comps)
@@ -346,7 +347,7 @@ def many_start(indptr, indices, data, diag, invd, X, W, comps, nt, part, out):
 
 @nb.njit(cache=True, parallel=True)
 def many_p(P, R, V, beta, omega, invd, PH, comps, act, n, nt):
-    """``krylov._bicg3_p``: p = r + beta (p - omega v), phat = D^-1 p."""
+    """``lockstep_kernels._bicg3_p``: p = r + beta (p - omega v), phat = D^-1 p."""
     for t in nb.prange(nt):
         lo, hi = n * t // nt, n * (t + 1) // nt
         for d in comps:
@@ -374,14 +375,14 @@ def _product_rows(indptr, indices, data, X, Y, comps, act, lo, hi):
 @nb.njit(cache=True, inline="always")
 def all_three(comps, act) -> bool:
     """Three components, all active: their products share one pass over the matrix, as
-    ``krylov._spmv_rows`` shares it (the matrix read once, not three times)."""
+    ``lockstep_compiled._spmv_rows`` shares it (the matrix read once, not three times)."""
     return len(comps) == 3 and act[0] == 1 and act[1] == 1 and act[2] == 1
 
 
 @nb.njit(cache=True, inline="always")
 def row3(indptr, indices, data, x0, x1, x2, i):
     """Row ``i`` of ``A x`` for three vectors, each summed as ``_row`` sums it (the serial
-    lockstep solve's rows too, ``krylov._rows_three``)."""
+    lockstep solve's rows too, ``lockstep_kernels._rows_three``)."""
     s0 = 0.0
     s1 = 0.0
     s2 = 0.0
@@ -396,8 +397,9 @@ def row3(indptr, indices, data, x0, x1, x2, i):
 
 @nb.njit(cache=True, parallel=True)
 def many_product_r0v(indptr, indices, data, PH, V, R0, comps, act, nt, part, out):
-    """v = A phat, then ``out[j] = r0.v`` (``krylov._spmv_rows`` and ``_bicg3_r0v``); with
-    all three components active, one pass over the block's rows does both."""
+    """v = A phat, then ``out[j] = r0.v`` (``lockstep_compiled._spmv_rows`` and
+    ``_bicg3_r0v``); with all three components active, one pass over the block's rows does
+    both."""
     n = len(indptr) - 1
     m = len(comps)
     three = all_three(comps, act)
@@ -431,7 +433,7 @@ def many_product_r0v(indptr, indices, data, PH, V, R0, comps, act, nt, part, out
 
 @nb.njit(cache=True, parallel=True)
 def many_s(R, V, alpha, invd, SH, comps, act, n, nt):
-    """``krylov._bicg3_s`` over r: s = r - alpha v, shat = D^-1 s."""
+    """``lockstep_kernels._bicg3_s`` over r: s = r - alpha v, shat = D^-1 s."""
     for t in nb.prange(nt):
         lo, hi = n * t // nt, n * (t + 1) // nt
         for d in comps:
@@ -445,7 +447,7 @@ def many_s(R, V, alpha, invd, SH, comps, act, n, nt):
 
 @nb.njit(cache=True, parallel=True)
 def many_product_dot3(indptr, indices, data, SH, T, S, comps, act, nt, part, out):
-    """t = A shat, then ``out[3j:3j+3] = (t.s, t.t, s.s)`` (``krylov._bicg3_dot3``); with
+    """t = A shat, then ``out[3j:3j+3] = (t.s, t.t, s.s)`` (``lockstep_kernels._bicg3_dot3``); with
     all three components active, one pass over the block's rows does both."""
     n = len(indptr) - 1
     m = len(comps)
@@ -496,7 +498,7 @@ def _product_dot3_three(indptr, indices, data, SH, T, S, lo, hi, sums):
 
 @nb.njit(cache=True, parallel=True)
 def many_xr(X, PH, SH, R, T, alpha, omega, R0, comps, act, n, nt, part, out):
-    """``krylov._bicg3_xr`` with s in r: x += alpha phat + omega shat, r = s - omega t,
+    """``lockstep_kernels._bicg3_xr`` with s in r: x += alpha phat + omega shat, r = s - omega t,
     ``out[2j:2j+2] = (r0.r, r.r)``; ``act == 2``: x += alpha phat only."""
     m = len(comps)
     for t in nb.prange(nt):

@@ -2,7 +2,7 @@
 
 Each velocity component is solved as :func:`.krylov.bicgstab` solves it (Jacobi fused into
 the vector kernels), kernel for kernel on :mod:`haloflow.backends.cuda_sparse`, so its
-iterates are the host's to round-off.  The host's lockstep solve (``krylov.bicgstab_many``)
+iterates are the host's to round-off.  The host's lockstep solve (``lockstep.bicgstab_many``)
 runs the components side by side with fused reductions; here they run one after the other,
 each with its own reductions, which leaves every component's arithmetic as it is.  The
 matrix is copied in once per assembly (the components share it), each component's

@@ -25,7 +25,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..parallel import halo
-from .amg import KCYCLE_T, VECTORS, lu_solve
+from .amg import KCYCLE_T
+from .amg_kernels import lu_solve
+from .amg_levels import VECTORS
 from .krylov import SolveInfo, initial_info
 from .wavefronts import wavefronts
 

@@ -20,7 +20,7 @@ MPI_Allgatherv per visit.  It counts what the Python path counts: reductions (an
 seconds) in the run's ``ReduceStats``, exchanges per level (``Level.calls``, read by
 profile.json and the performance model) and in each level's exchanger (calls, messages,
 bytes), the redundant level's allgathers, and it times the redundant levels' solves
-("amg_gathered") with the C clock.
+("amg_replicated") with the C clock.
 
 On serial hierarchies ``refresh`` also replaces ``AMG.refresh``: the coarsest level is
 factorised by a sparse Cholesky in numba (ordering and pattern once) instead of SuperLU,
@@ -31,759 +31,86 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import numba as nb
 import numpy as np
 
 from ..parallel import mpicall, threads
 from ..parallel.faceblocks import grouped
-from ..parallel.halo.kernels import pack, unpack
 from . import blocks as tb
-from .amg import (
-    KCYCLE_T,
-    _axpy_into,
-    _combine,
-    _kdots1,
-    _kdots2,
-    _scale_into,
-    galerkin_refresh,
-    gs_from_zero,
-    gs_from_zero_restrict,
-    gs_rows,
-    gs_sweep,
-    lu_solve,
-    prolong_add,
-    residual,
-    residual_restrict,
-    spmv,
-    upper_residual_restrict,
+from .compiled_krylov import cg1, fcg
+from .cycle import (
+    ALLGATHER_NS,
+    ALLGATHERV,
+    ALLREDUCE,
+    AMLI_LEVEL,
+    CLOCK,
+    CLOCK_ID,
+    CNT_HEAD,
+    COUNTED,
+    CUT,
+    EXS,
+    FIRST_GATHERED,
+    GATHERED_NS,
+    GATHERED_VISITS,
+    HASCUT,
+    HB_OFF,
+    HC_N,
+    HC_OFF,
+    HNREQ,
+    HP_OFF,
+    HRECV,
+    HREQ,
+    HSEND,
+    IP,
+    K_LEVEL,
+    KRYLOV,
+    LV_COLS,
+    N_CTL,
+    NBLK,
+    NCOLS,
+    NCUT,
+    NLEV,
+    NNB,
+    NZ,
+    PAR,
+    PINNED,
+    PL_COLS,
+    RB,
+    RBUF,
+    RC_N,
+    RC_OFF,
+    RD,
+    RD_COUNTS,
+    RD_DISPLS,
+    RD_N,
+    RDC_N,
+    RDC_OFF,
+    REDUCE_NS,
+    REDUCTIONS,
+    SPLIT,
+    STARTALL,
+    STATUSES,
+    TOP_EXCHANGES,
+    TS,
+    TS_ADDR,
+    VEC,
+    WAITALL,
+    XACC,
+    XACC_N,
+    XB_IN,
+    XB_OUT,
+    XDIST,
+    XDIST_N,
+    XF,
+    XI_N,
+    XI_OFF,
+    XO_N,
+    XO_OFF,
+    N,
 )
-from .krylov import SolveInfo, foreseen_converged
+from .galerkin import galerkin_refresh
+from .krylov import SolveInfo
 from .matrix import IDX
 
-# per-level columns of the int64 table ``lv``
-N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE, KRYLOV, SPLIT = range(12)
-LV_COLS = 12
-K_LEVEL, AMLI_LEVEL = 1, 2  # values of KRYLOV: the K-cycle's Krylov steps or AMLI's
-# per-level columns of the int64 table ``pl``: what a parallel run sends.  Halo exchange of
-# the level (EXS: made at all; plan and buffer offsets, persistent requests), the transfers of
-# aggregates spanning ranks into the next level (XO/XI: out and in entries; ACC/DIST: their
-# request groups), the handoff to the redundant level (RD: allgatherv of RD_N values; RC: the
-# local coarse vector, RDC: the redundant rows read back)
-(EXS, HC_OFF, HC_N, HP_OFF, NNB, HB_OFF, HSEND, HRECV, HREQ, HNREQ, XF, XO_OFF, XO_N, XI_OFF,
- XI_N, XB_OUT, XB_IN, XACC, XACC_N, XDIST, XDIST_N, RD, RD_N, RD_COUNTS, RD_DISPLS, RDC_OFF,
- RDC_N, RC_OFF, RC_N) = range(29)
-PL_COLS = 29
-# slots of the int64 control array ``ctl``
-(NLEV, FIRST_GATHERED, PINNED, CLOCK, CLOCK_ID, TS_ADDR, PAR, STARTALL, WAITALL, ALLREDUCE,
- ALLGATHERV, STATUSES, RBUF, NBLK) = range(14)  # NBLK: thread blocks (blocks.py)
-TS = 14  # struct timespec: two int64
-N_CTL = 16
-RB = 8  # room for the scalars of one fused sum (send and receive halves)
-# slots of the int64 counters array ``cnt``: then one exchange count per level
-REDUCTIONS, TOP_EXCHANGES, GATHERED_NS, GATHERED_VISITS, REDUCE_NS, ALLGATHER_NS = range(6)
-CNT_HEAD = 6
-# positions in the tuple ``h`` of packed arrays; then the top level's own arrays (the
-# matrix's pattern, its smoother diagonal, aggregates and residual: nothing copied)
-H_CTL, H_PL, H_HB, H_HCELLS, H_HPLAN, H_XIDX, H_HND = range(10, 17)
-H_IP0, H_IX0, H_DP0, H_DINV0, H_AGG0, H_R0 = range(17, 23)
-# per level the bandwidth its thread blocks snapshot (-1: the level runs serially), and the
-# blocks' partial sums; the threaded levels' aggregates as lists of rows (offsets per level,
-# pointers, rows: :func:`_members`)
-H_THR, H_PART, H_MOFF, H_MPTR, H_MIDX = 23, 24, 25, 26, 27
-# work vectors of a level, rows of ``W`` (amg.VECTORS, the names of amg.Level's attributes)
-B, X, R, C, D, V, Wv, R2 = range(8)
-
-
-# -- coarsest level: a sparse Cholesky in SuperLU's factor format -----------------------------
-
-@nb.njit(cache=True)
-def _coarsest(lu, ctl, b, x):
-    """``AMG._solve`` on the coarsest level: amg.lu_solve with the factors in ``lu``."""
-    perm_r, perm_c, lp, li, lx, up, ui, ux, ud, y = lu
-    lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, ctl[PINNED], b, x, y)
-
-
-# -- the K-cycle ------------------------------------------------------------------------------
-
-@nb.njit(cache=True)
-def _now(ctl):
-    mpicall.call_ip(ctl[CLOCK], ctl[CLOCK_ID], ctl[TS_ADDR])
-    return ctl[TS] * 1_000_000_000 + ctl[TS + 1]
-
-
-@nb.njit(cache=True)
-def _level(h, d0, i):
-    """(indptr, indices, data, diag_pos, dinv) of level i (level 0's: the matrix's own)."""
-    ip, ix, dat, dp, dinv, lv = h[0], h[1], h[2], h[3], h[4], h[8]
-    n = lv[i, N]
-    if i == 0:
-        ix0 = h[H_IX0]
-        return (h[H_IP0][0:n + 1], ix0[0:len(ix0)], d0, h[H_DP0][0:n], h[H_DINV0][0:n])
-    a, z = lv[i, NZ], lv[i + 1, NZ]
-    return (ip[lv[i, IP]:lv[i, IP] + n + 1], ix[a:z], dat[a:z], dp[lv[i, VEC]:lv[i, VEC] + n],
-            dinv[lv[i, VEC]:lv[i, VEC] + n])
-
-
-@nb.njit(cache=True)
-def _vec(h, k, i):
-    """Work vector k of level i (level 0 has only its residual, R)."""
-    if i == 0:
-        r0 = h[H_R0]
-        return r0[0, 0:r0.shape[1]]
-    W, lv = h[7], h[8]
-    return W[k, lv[i, VEC]:lv[i + 1, VEC]]
-
-
-@nb.njit(cache=True)
-def _blocks(h, i):
-    """Thread blocks level i's kernels run on (:mod:`.blocks`); 0: the serial kernels."""
-    return h[H_CTL][NBLK] if h[H_THR][i] >= 0 else 0
-
-
-@nb.njit(cache=True)
-def _agg(h, i):
-    """The aggregate of each row of level i."""
-    lv = h[8]
-    if i == 0:
-        return h[H_AGG0][0:lv[0, N]]
-    return h[5][lv[i, VEC]:lv[i, VEC] + lv[i, N]]
-
-
-@nb.njit(cache=True)
-def _exchange(h, cnt, i, x, top=False):
-    """``Level.exchange`` (or, ``top``, the matrix's exchange before a Krylov product):
-    counted always, made where a parallel run has neighbours, with the exchanger's pack
-    layout and persistent requests started from here."""
-    if top:
-        cnt[TOP_EXCHANGES] += 1
-    else:
-        cnt[CNT_HEAD + i] += 1
-    pl = h[H_PL]
-    if pl[i, EXS] == 0:
-        return
-    ctl, hb, lv = h[H_CTL], h[H_HB], h[8]
-    nn, o, ns, nr = pl[i, NNB], pl[i, HB_OFF], pl[i, HSEND], pl[i, HRECV]
-    plan = h[H_HPLAN][pl[i, HP_OFF]:pl[i, HP_OFF] + 2 * nn + 2]
-    pack((x,), h[H_HCELLS][pl[i, HC_OFF]:pl[i, HC_OFF] + pl[i, HC_N]], plan[:nn + 1],
-         hb[o:o + ns])
-    _startwait(ctl, pl[i, HREQ], pl[i, HNREQ])
-    unpack(hb[o + ns:o + ns + nr], plan[nn + 1:], lv[i, N], (x,))
-
-
-@nb.njit(cache=True)
-def _startwait(ctl, reqs, nreq):
-    if nreq == 0:
-        return
-    rc = mpicall.call_ip(ctl[STARTALL], nreq, reqs)
-    if rc == 0:
-        rc = mpicall.call_ipp(ctl[WAITALL], nreq, reqs, ctl[STATUSES])
-    if rc != 0:
-        raise RuntimeError("MPI error in the compiled AMG solve")
-
-
-@nb.njit(cache=True)
-def _reduce(h, cnt, k, counted):
-    """The fused sum of the ``k`` scalars in ``hb[RBUF:RBUF + k]`` (in place): counted if
-    a parallel run reduces it (``counted``), an MPI_Allreduce where it does."""
-    if not counted:
-        return
-    cnt[REDUCTIONS] += 1
-    ctl = h[H_CTL]
-    if ctl[PAR] == 0:
-        return
-    hb, hnd = h[H_HB], h[H_HND]
-    a = hb.ctypes.data + 8 * ctl[RBUF]
-    t0 = _now(ctl)
-    rc = mpicall.call_allreduce(ctl[ALLREDUCE], a, a + 8 * RB, k, hnd[1], hnd[2], hnd[0])
-    cnt[REDUCE_NS] += _now(ctl) - t0
-    if rc != 0:
-        raise RuntimeError("MPI error in the compiled AMG solve")
-    for t in range(k):
-        hb[ctl[RBUF] + t] = hb[ctl[RBUF] + RB + t]
-
-
-@nb.njit(cache=True)
-def _sums(h):
-    """The scalars of the next fused sum (``_reduce``)."""
-    return h[H_HB][h[H_CTL][RBUF]:h[H_CTL][RBUF] + RB]
-
-
-@nb.njit(cache=True)
-def _accumulate(h, i, v):
-    """``_Transfer.accumulate`` of transfer i: partial restrictions to their owners."""
-    pl, hb, xi = h[H_PL], h[H_HB], h[H_XIDX]
-    out = hb[pl[i, XB_OUT]:pl[i, XB_OUT] + pl[i, XO_N]]
-    into = hb[pl[i, XB_IN]:pl[i, XB_IN] + pl[i, XI_N]]
-    for t in range(len(out)):
-        out[t] = v[xi[pl[i, XO_OFF] + t]]
-    _startwait(h[H_CTL], pl[i, XACC], pl[i, XACC_N])
-    for t in range(len(into)):
-        v[xi[pl[i, XI_OFF] + t]] += into[t]
-
-
-@nb.njit(cache=True)
-def _distribute(h, i, v):
-    """``_Transfer.distribute`` of transfer i: the owners' values back."""
-    pl, hb, xi = h[H_PL], h[H_HB], h[H_XIDX]
-    out = hb[pl[i, XB_OUT]:pl[i, XB_OUT] + pl[i, XO_N]]
-    into = hb[pl[i, XB_IN]:pl[i, XB_IN] + pl[i, XI_N]]
-    for t in range(len(into)):
-        into[t] = v[xi[pl[i, XI_OFF] + t]]
-    _startwait(h[H_CTL], pl[i, XDIST], pl[i, XDIST_N])
-    for t in range(len(out)):
-        v[xi[pl[i, XO_OFF] + t]] = out[t]
-
-
-@nb.njit(cache=True)
-def _smooth(h, d0, lv, cnt, i, b, x, forward, from_zero):
-    """``AMG._cycle``'s Gauss-Seidel sweep with its exchanges, RESWEEP rows included.
-    ``from_zero`` (threaded levels only): the sweep starts from x = 0 on the owned rows,
-    whatever they hold (the caller zeroes the ghosts); a level split at the diagonal then
-    reads half of each row (:func:`.blocks.gs_from_zero`)."""
-    ip, ix, data, dp, dinv = _level(h, d0, i)
-    n = lv[i, N]
-    cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
-    nt = _blocks(h, i)
-    if nt and from_zero and lv[i, SPLIT]:
-        tb.gs_from_zero(ip, ix, data, dp, b, x, n, nt, h[H_THR][i], dinv)
-    elif nt:  # the level's work vector r is free while it is smoothed: the blocks' snapshot
-        if from_zero:
-            x[:n] = 0.0
-        tb.gs_blocks(ip, ix, data, dp, dinv, b, x, n, forward, nt, h[H_THR][i], _vec(h, R, i))
-    if forward:
-        if not nt:
-            gs_sweep(ip, ix, data, dp, dinv, b, x, n, True)
-        _exchange(h, cnt, i, x)
-        if lv[i, HASCUT]:
-            gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
-            _exchange(h, cnt, i, x)
-    else:
-        if not nt:
-            gs_sweep(ip, ix, data, dp, dinv, b, x, n, False)
-        if lv[i, HASCUT]:
-            _exchange(h, cnt, i, x)
-            gs_rows(ip, ix, data, dp, dinv, b, x, cut, False)
-
-
-@nb.njit(cache=True)
-def _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc):
-    """``AMG._presmooth_restrict``: the pre-smoothing from zero and the restriction of the
-    residual into rc (on thread blocks, the whole sweep and residual)."""
-    ip, ix, data, dp, dinv = _level(h, d0, i)
-    n = lv[i, N]
-    nt = _blocks(h, i)
-    if nt:  # two regions: the sweep from zero, then each aggregate's residuals gathered
-        x[n:] = 0.0
-        _smooth(h, d0, lv, cnt, i, b, x, True, True)
-        moff = h[H_MOFF]
-        mptr = h[H_MPTR][moff[i, 0]:moff[i, 0] + nc + 1]
-        tb.residual_restrict(ip, ix, data, x, b, mptr, h[H_MIDX][moff[i, 1]:], rc, nc, nt)
-        return
-    if lv[i, SPLIT] and lv[i, NCOLS] == n:  # no ghost columns: one pass
-        gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x, n, ag, rc, nc)
-        _exchange(h, cnt, i, x)
-        return
-    if lv[i, SPLIT]:
-        x[n:] = 0.0
-        gs_from_zero(ip, ix, data, dp, dinv, b, x, n)
-    else:
-        x[:] = 0.0
-        gs_sweep(ip, ix, data, dp, dinv, b, x, n, True)
-    _exchange(h, cnt, i, x)
-    if lv[i, HASCUT]:
-        cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
-        gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
-        _exchange(h, cnt, i, x)
-    if lv[i, SPLIT] and not lv[i, HASCUT]:
-        upper_residual_restrict(ip, ix, data, dp, dinv, x, n, ag, rc, nc)
-    else:
-        residual_restrict(ip, ix, data, x, b, n, ag, rc, nc)
-
-
-@nb.njit(cache=True)
-def _down(h, d0, cnt, i, b, x):
-    """First half of ``AMG._cycle`` on level i: smooth from zero, restrict the residual
-    into the next level's right-hand side (partial sums of aggregates spanning ranks to
-    their owners; into a redundant level, one allgatherv)."""
-    lv, pl = h[8], h[H_PL]
-    ag = _agg(h, i)
-    if pl[i, RD] == 0:
-        rc, nc = _vec(h, B, i + 1), lv[i + 1, NCOLS]
-    else:
-        rc, nc = h[H_HB][pl[i, RC_OFF]:pl[i, RC_OFF] + pl[i, RC_N]], pl[i, RC_N]
-    _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc)
-    if pl[i, XF]:
-        _accumulate(h, i, rc)
-    if pl[i, RD] == 0:
-        return
-    ctl, hnd = h[H_CTL], h[H_HND]
-    t0 = _now(ctl)
-    e = mpicall.call_allgatherv(ctl[ALLGATHERV], rc.ctypes.data, pl[i, RD_N], hnd[1],
-                                _vec(h, B, i + 1).ctypes.data, pl[i, RD_COUNTS],
-                                pl[i, RD_DISPLS], hnd[1], hnd[0])
-    cnt[ALLGATHER_NS] += _now(ctl) - t0
-    if e != 0:
-        raise RuntimeError("MPI error in the compiled AMG solve")
-
-
-@nb.njit(cache=True)
-def _up(h, d0, cnt, i, b, x):
-    """Second half of ``AMG._cycle``: add the next level's correction (the owners' values
-    of spanning aggregates back; from a redundant level, this rank's entries), smooth
-    back."""
-    lv, pl = h[8], h[H_PL]
-    n = lv[i, N]
-    ag = _agg(h, i)
-    if pl[i, RD] == 0:
-        e = _vec(h, X, i + 1)
-        if pl[i, XF]:
-            _distribute(h, i, e)
-    else:
-        e = h[H_HB][pl[i, RC_OFF]:pl[i, RC_OFF] + pl[i, RC_N]]
-        xs = _vec(h, X, i + 1)
-        cols = h[H_XIDX][pl[i, RDC_OFF]:pl[i, RDC_OFF] + pl[i, RDC_N]]
-        for t in range(len(cols)):
-            e[t] = xs[cols[t]]
-    nt = _blocks(h, i)
-    if nt:
-        tb.prolong_add(ag, e, n, x, nt)
-    else:
-        prolong_add(ag, e, n, x)
-    _exchange(h, cnt, i, x)
-    _smooth(h, d0, lv, cnt, i, b, x, False, False)
-
-
-@nb.njit(cache=True)
-def _k_first(h, d0, cnt, i):
-    """``AMG._kcycle`` after its first cycle (c = M b): the step length, and either the
-    result in x (returns False) or the second right-hand side r2 (returns True)."""
-    lv = h[8]
-    n = lv[i, N]
-    b, x, c, v = _vec(h, B, i), _vec(h, X, i), _vec(h, C, i), _vec(h, V, i)
-    ip, ix, data, dp, dinv = _level(h, d0, i)
-    _exchange(h, cnt, i, c)
-    sm = _sums(h)
-    nt = _blocks(h, i)
-    if nt:
-        tb.spmv_kdots1(ip, ix, data, c, v, b, nt, h[H_PART], sm)
-    else:
-        spmv(ip, ix, data, c, v)
-        sm[:5] = _kdots1(c, v, b, n)
-    _reduce(h, cnt, 5, lv[i, COUNTED] != 0)
-    rho1, alpha1, bb, vv, bv = sm[0], sm[1], sm[2], sm[3], sm[4]
-    if rho1 <= 0.0:
-        x[:n] = c[:n]
-        return False
-    a1 = alpha1 / rho1
-    if bb - 2.0 * a1 * bv + a1 * a1 * vv <= KCYCLE_T * KCYCLE_T * bb:
-        _scale_into(x, a1, c, n)
-        return False
-    if nt:
-        tb.axpy_into(_vec(h, R2, i), b, a1, v, n, nt)
-    else:
-        _axpy_into(_vec(h, R2, i), b, a1, v, n)
-    h[9][i] = a1  # kept for the second step
-    h[9][len(lv) + i] = rho1
-    return True
-
-
-@nb.njit(cache=True)
-def _residual_scaled(ip, ix, data, c, b, a, out, n):
-    """out = b - a A c, each row as ``spmv`` then ``_axpy_into`` compute it."""
-    for i in range(n):
-        s = 0.0
-        for k in range(ip[i], ip[i + 1]):
-            s += data[k] * c[ix[k]]
-        out[i] = b[i] - a * s
-
-
-@nb.njit(cache=True)
-def _a_first(h, d0, cnt, i):
-    """``AMG._amli`` after its first cycle (c = M b): the second right-hand side r2."""
-    lv, ks = h[8], h[9]
-    n = lv[i, N]
-    b, c, v = _vec(h, B, i), _vec(h, C, i), _vec(h, V, i)
-    ip, ix, data, dp, dinv = _level(h, d0, i)
-    _exchange(h, cnt, i, c)
-    nt = _blocks(h, i)
-    if nt:
-        tb.spmv(ip, ix, data, c, v, nt)
-        tb.axpy_into(_vec(h, R2, i), b, ks[len(ks) - 2], v, n, nt)
-    else:  # r2 = b - a1 A c in one pass (v is not read again)
-        _residual_scaled(ip, ix, data, c, b, ks[len(ks) - 2], _vec(h, R2, i), n)
-
-
-@nb.njit(cache=True)
-def _k_second(h, d0, cnt, i):
-    """``AMG._kcycle`` after its second cycle (d = M r2): the combination into x."""
-    lv, ks = h[8], h[9]
-    n = lv[i, N]
-    x, c, d, v, w, r2 = (_vec(h, X, i), _vec(h, C, i), _vec(h, D, i), _vec(h, V, i),
-                         _vec(h, Wv, i), _vec(h, R2, i))
-    nt = _blocks(h, i)
-    if lv[i, KRYLOV] == AMLI_LEVEL:  # ``AMG._amli``'s combination
-        _combine_on(x, ks[len(ks) - 2], c, ks[len(ks) - 1], d, n, nt)
-        return
-    ip, ix, data, dp, dinv = _level(h, d0, i)
-    a1, rho1 = ks[i], ks[len(lv) + i]
-    _exchange(h, cnt, i, d)
-    sm = _sums(h)
-    if nt:
-        tb.spmv_kdots2(ip, ix, data, d, w, v, r2, nt, h[H_PART], sm)
-    else:
-        spmv(ip, ix, data, d, w)
-        sm[:3] = _kdots2(d, v, w, r2, n)
-    _reduce(h, cnt, 3, lv[i, COUNTED] != 0)
-    gamma, beta, alpha2 = sm[0], sm[1], sm[2]
-    rho2 = beta - gamma * gamma / rho1
-    if rho2 <= 0.0:
-        _scale_into(x, a1, c, n)
-        return
-    _combine_on(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n, nt)
-
-
-@nb.njit(cache=True)
-def _combine_on(x, a, c, b, d, n, nt):
-    """``_combine`` on ``nt`` thread blocks (0: serially)."""
-    if nt:
-        tb.combine(x, a, c, b, d, n, nt)
-    else:
-        _combine(x, a, c, b, d, n)
-
-
-@nb.njit(cache=True)
-def _apply(h, d0, lu, ctl, cnt, r, z):
-    """``AMG.apply`` (z = M r): the cycle from level 0 with, on each coarser level, the
-    direct solve (coarsest) or the K-cycle (or V-cycle), as ``AMG._solve`` recurses.
-    Written as a loop over an explicit per-level phase, not as recursion: recursive
-    compiled functions do not load back from numba's cache."""
-    lv = h[8]
-    nlev = ctl[NLEV]
-    last = nlev - 1
-    fg = ctl[FIRST_GATHERED]
-    if nlev == 1:
-        _coarsest(lu, ctl, r, z)
-        return
-    _down(h, d0, cnt, 0, r, z)
-    t0 = 0
-    i = 1
-    enter = True  # entering the solve of level i, else returning from it
-    while True:
-        if enter:
-            if i == fg:
-                t0 = _now(ctl)
-            if i == last:
-                _coarsest(lu, ctl, _vec(h, B, i), _vec(h, X, i))
-                enter = False
-                continue
-            lv[i, PHASE] = 0
-            kc = lv[i, KRYLOV] != 0
-            _down(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i) if kc else _vec(h, X, i))
-            i += 1
-            continue
-        # the solve of level i is done: back to the cycle of level i - 1
-        if i == fg:
-            cnt[GATHERED_NS] += _now(ctl) - t0
-            cnt[GATHERED_VISITS] += 1
-        i -= 1
-        if i == 0:
-            _up(h, d0, cnt, 0, r, z)
-            return
-        if lv[i, KRYLOV] == 0:
-            _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, X, i))
-        elif lv[i, PHASE] == 0:
-            _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i))
-            if lv[i, KRYLOV] == AMLI_LEVEL:
-                _a_first(h, d0, cnt, i)
-                more = True
-            else:
-                more = _k_first(h, d0, cnt, i)
-            if more:
-                lv[i, PHASE] = 1
-                _down(h, d0, cnt, i, _vec(h, R2, i), _vec(h, D, i))
-                i += 1
-                enter = True
-        else:
-            _up(h, d0, cnt, i, _vec(h, R2, i), _vec(h, D, i))
-            _k_second(h, d0, cnt, i)
-
-
-# -- Krylov methods ---------------------------------------------------------------------------
-
-@nb.njit(cache=True)
-def _dot2(h, a, b, c, d, n):
-    """(a.b, c.d) over the owned rows of level 0."""
-    nt = _blocks(h, 0)
-    if nt:
-        sm = h[H_PART][nt]  # the row after the blocks' partials
-        tb.dot2(a, b, c, d, n, nt, h[H_PART], sm)
-        return sm[0], sm[1]
-    s1 = 0.0
-    s2 = 0.0
-    for i in range(n):
-        s1 += a[i] * b[i]
-        s2 += c[i] * d[i]
-    return s1, s2
-
-
-@nb.njit(cache=True)
-def _dot1(h, a, b, n):
-    nt = _blocks(h, 0)
-    if nt:
-        sm = h[H_PART][nt]
-        tb.dot(a, b, n, nt, h[H_PART], sm)
-        return sm[0]
-    s = 0.0
-    for k in range(n):
-        s += a[k] * b[k]
-    return s
-
-
-@nb.njit(cache=True)
-def _fcg_step(h, x, r, p, q, alpha, n):
-    """x += alpha p; r -= alpha q; returns r.r."""
-    nt = _blocks(h, 0)
-    if nt:
-        sm = h[H_PART][nt]
-        tb.fcg_step(x, r, p, q, alpha, n, nt, h[H_PART], sm)
-        return sm[0]
-    rr = 0.0
-    for k in range(n):
-        x[k] += alpha * p[k]
-        r[k] -= alpha * q[k]
-        rr += r[k] * r[k]
-    return rr
-
-
-@nb.njit(cache=True)
-def _fcg_direction(h, z, beta, p, n):
-    nt = _blocks(h, 0)
-    if nt:
-        tb.direction(z, beta, p, n, nt)
-        return
-    for k in range(n):
-        p[k] = z[k] - beta * p[k]
-
-
-@nb.njit(cache=True)
-def _top_matvec(h, d0, cnt, x, y):
-    """``DistMatrix.matvec``: exchange, then y = A x."""
-    ip, ix, data, dp, dinv = _level(h, d0, 0)
-    _exchange(h, cnt, 0, x, True)
-    nt = _blocks(h, 0)
-    if nt:
-        tb.spmv(ip, ix, data, x, y, nt)
-    else:
-        spmv(ip, ix, data, x, y)
-
-
-@nb.njit(cache=True)
-def _spmv_dots4(ip, ix, data, p, q, r, n):
-    """q = A p and (p.q, p.r, q.q, q.r) in one pass, the sums in ``_dot2``'s order."""
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    s4 = 0.0
-    for i in range(n):
-        qi = 0.0
-        for k in range(ip[i], ip[i + 1]):
-            qi += data[k] * p[ix[k]]
-        q[i] = qi
-        s1 += p[i] * qi
-        s2 += p[i] * r[i]
-        s3 += qi * qi
-        s4 += qi * r[i]
-    return s1, s2, s3, s4
-
-
-@nb.njit(cache=True)
-def _top_matvec_dots(h, d0, cnt, p, q, r, n):
-    """``_top_matvec`` (q = A p), then (p.q, p.r, q.q, q.r); one region on thread
-    blocks."""
-    nt = _blocks(h, 0)
-    ip, ix, data, dp, dinv = _level(h, d0, 0)
-    _exchange(h, cnt, 0, p, True)
-    if not nt:
-        return _spmv_dots4(ip, ix, data, p, q, r, n)
-    sm = h[H_PART][nt]
-    tb.spmv_dots4(ip, ix, data, p, q, r, nt, h[H_PART], sm)
-    return sm[0], sm[1], sm[2], sm[3]
-
-
-@nb.njit(cache=True)
-def _top_residual(h, d0, cnt, x, b, r):
-    ip, ix, data, dp, dinv = _level(h, d0, 0)
-    _exchange(h, cnt, 0, x, True)
-    nt = _blocks(h, 0)
-    if nt:
-        tb.residual(ip, ix, data, x, b, r, nt)
-    else:
-        residual(ip, ix, data, x, b, r)
-
-
-@nb.njit(cache=True)
-def _sum1(h, cnt, a):
-    sm = _sums(h)
-    sm[0] = a
-    _reduce(h, cnt, 1, True)
-    return sm[0]
-
-
-@nb.njit(cache=True)
-def _sum2(h, cnt, a, b):
-    sm = _sums(h)
-    sm[0] = a
-    sm[1] = b
-    _reduce(h, cnt, 2, True)
-    return sm[0], sm[1]
-
-
-@nb.njit(cache=True)
-def _sum4(h, cnt, a, b, c, d):
-    sm = _sums(h)
-    sm[0], sm[1], sm[2], sm[3] = a, b, c, d
-    _reduce(h, cnt, 4, True)
-    return sm[0], sm[1], sm[2], sm[3]
-
-
-@nb.njit(cache=True)
-def _initial(rr, bb, tol, rel_tol, out):
-    """``krylov.initial_info``: out = (iters, res0, res, converged); returns (tol, ||b||)."""
-    bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
-    out[0] = 0.0
-    out[1] = np.sqrt(rr) / bnorm
-    out[2] = out[1]
-    out[3] = 1.0
-    return max(tol, rel_tol * out[1]), bnorm
-
-
-@nb.njit(cache=True)
-def fcg(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, z, p, q, out):
-    """``krylov.fcg`` (FCG(1)) with the K-cycle preconditioner, operation for operation
-    (the last iteration's cycle skipped where the residual it foresees is converged)."""
-    n = h[8][0, N]
-    _top_residual(h, d0, cnt, x, b, r)
-    rr, bb = _dot2(h, r, r, b, b, n)
-    rr, bb = _sum2(h, cnt, rr, bb)
-    tol, bnorm = _initial(rr, bb, tol, rel_tol, out)
-    if out[1] <= tol:
-        return
-    _apply(h, d0, lu, ctl, cnt, r, z)
-    p[:n] = z[:n]
-    for it in range(1, max_iter + 1):
-        pq, pr, qq, qr = _top_matvec_dots(h, d0, cnt, p, q, r, n)
-        pq, pr, qq, qr = _sum4(h, cnt, pq, pr, qq, qr)
-        out[0] = it
-        if pq <= 0.0:
-            break
-        alpha = pr / pq
-        local = _fcg_step(h, x, r, p, q, alpha, n)
-        if foreseen_converged(rr, alpha, qq, qr, tol * bnorm):
-            rr = _sum1(h, cnt, local)
-            out[2] = np.sqrt(rr) / bnorm
-            if out[2] <= tol:
-                return
-            _apply(h, d0, lu, ctl, cnt, r, z)
-            zq = _sum1(h, cnt, _dot1(h, z, q, n))
-        else:
-            _apply(h, d0, lu, ctl, cnt, r, z)
-            rr, zq = _sum2(h, cnt, local, _dot1(h, z, q, n))
-            out[2] = np.sqrt(rr) / bnorm
-            if out[2] <= tol:
-                return
-        _fcg_direction(h, z, zq / pq, p, n)
-    out[3] = 1.0 if out[2] <= tol else 0.0
-
-
-@nb.njit(cache=True)
-def _cg1_step(h, x, r, p, s, alpha, n):
-    """x += alpha p; r -= alpha s; returns (p.r, r.r)."""
-    nt = _blocks(h, 0)
-    if nt:
-        sm = h[H_PART][nt]
-        tb.cg1_step(x, r, p, s, alpha, n, nt, h[H_PART], sm)
-        return sm[0], sm[1]
-    pr = 0.0
-    rr = 0.0
-    for k in range(n):
-        x[k] += alpha * p[k]
-        r[k] -= alpha * s[k]
-        pr += p[k] * r[k]
-        rr += r[k] * r[k]
-    return pr, rr
-
-
-@nb.njit(cache=True)
-def _cg1_dots(h, r, u, w, s, n):
-    """(r.u, w.u, u.s)."""
-    nt = _blocks(h, 0)
-    if nt:
-        sm = h[H_PART][nt]
-        tb.cg1_dots(r, u, w, s, n, nt, h[H_PART], sm)
-        return sm[0], sm[1], sm[2]
-    ru = 0.0
-    wu = 0.0
-    us = 0.0
-    for k in range(n):
-        ru += r[k] * u[k]
-        wu += w[k] * u[k]
-        us += u[k] * s[k]
-    return ru, wu, us
-
-
-@nb.njit(cache=True)
-def _cg1_directions(h, u, w, beta, p, s, n):
-    """p = u + beta p; s = w + beta s."""
-    nt = _blocks(h, 0)
-    if nt:
-        tb.cg1_directions(u, w, beta, p, s, n, nt)
-        return
-    for k in range(n):
-        p[k] = u[k] + beta * p[k]
-        s[k] = w[k] + beta * s[k]
-
-
-@nb.njit(cache=True)
-def cg1(h, d0, lu, ctl, cnt, b, x, tol, max_iter, rel_tol, r, u, w, p, s, out):
-    """``lowsync.cg1`` (single-reduction flexible CG) with the K-cycle, op for op."""
-    n = h[8][0, N]
-    _top_residual(h, d0, cnt, x, b, r)
-    _apply(h, d0, lu, ctl, cnt, r, u)
-    _top_matvec(h, d0, cnt, u, w)
-    ru, wu = _dot2(h, r, u, w, u, n)
-    rr, bb = _dot2(h, r, r, b, b, n)
-    sm = _sums(h)
-    sm[0], sm[1], sm[2], sm[3] = ru, wu, rr, bb
-    _reduce(h, cnt, 4, True)
-    ru, wu, rr, bb = sm[0], sm[1], sm[2], sm[3]
-    tol, bnorm = _initial(rr, bb, tol, rel_tol, out)
-    if out[1] <= tol:
-        return
-    p[:n] = u[:n]
-    s[:n] = w[:n]
-    ps, pr = wu, ru
-    for it in range(1, max_iter + 1):
-        out[0] = it
-        if ps <= 0.0:
-            break
-        pr_old, rr = _cg1_step(h, x, r, p, s, pr / ps, n)
-        _apply(h, d0, lu, ctl, cnt, r, u)
-        _top_matvec(h, d0, cnt, u, w)
-        ru, wu, us = _cg1_dots(h, r, u, w, s, n)
-        sm[0], sm[1], sm[2], sm[3], sm[4] = ru, wu, us, pr_old, rr
-        _reduce(h, cnt, 5, True)
-        ru, wu, us, pr_old, rr = sm[0], sm[1], sm[2], sm[3], sm[4]
-        out[2] = np.sqrt(rr) / bnorm
-        if out[2] <= tol:
-            return
-        beta = -us / ps
-        _cg1_directions(h, u, w, beta, p, s, n)
-        ps = wu + beta * (2.0 * us + beta * ps)
-        pr = ru + beta * pr_old
-    out[3] = 1.0 if out[2] <= tol else 0.0
-
-
-# -- set-up -----------------------------------------------------------------------------------
 
 def _views(levels, attr, dtype=np.float64, pad=None):
     """One array holding every level's ``attr`` (each padded with zeros to ``pad[i]``
@@ -933,7 +260,7 @@ class CompiledSolve:
         """``AMG.refresh`` (new fine coefficients): for a serial hierarchy the Galerkin
         products and smoother diagonals level by level in compiled code, else
         ``AMG.refresh``; the coarsest level's factors are AMG's either way (its Cholesky),
-        the levels a parallel run repeats on every rank timed as "amg_gathered" as the
+        the levels a parallel run repeats on every rank timed as "amg_replicated" as the
         Python path does."""
         amg = self.amg
         if not self.serial_hierarchy:
@@ -948,7 +275,7 @@ class CompiledSolve:
                 galerkin_refresh(lev.next.slot, lev.data, levels[i + 1].data)
         for lev in levels[:fr]:
             lev.smoother_setup()
-        with amg.timers("amg_gathered") if fr < len(levels) else _NULL:
+        with amg.timers("amg_replicated") if fr < len(levels) else _NULL:
             for lev, nxt in zip(levels[fr:-1], levels[fr + 1:], strict=True):
                 galerkin_refresh(lev.next.slot, lev.data, nxt.data)
             for lev in levels[fr:]:
@@ -972,7 +299,7 @@ class CompiledSolve:
 
     def _account(self, cnt):
         """The Python path's counters: reductions (and their MPI time), exchanges per level
-        and in each level's exchanger (the matrix's for level 0), the "amg_gathered" time,
+        and in each level's exchanger (the matrix's for level 0), the "amg_replicated" time,
         the redundant level's allgathers."""
         amg = self.amg
         st = amg.red.stats
@@ -999,7 +326,7 @@ class CompiledSolve:
         if hasattr(ph, "calls"):  # (untimed: a null phase)
             ph.calls += int(cnt[TOP_EXCHANGES])
         visits = int(cnt[GATHERED_VISITS])
-        ph = amg.timers("amg_gathered")
+        ph = amg.timers("amg_replicated")
         if hasattr(ph, "calls") and visits:
             ph.seconds += cnt[GATHERED_NS] * 1e-9
             ph.calls += visits

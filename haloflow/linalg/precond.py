@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .amg import gs_sweep, l1_inverse
+from .amg_kernels import gs_sweep, l1_inverse
 
 
 class SymmetricGaussSeidel:

@@ -19,18 +19,16 @@ import numba as nb
 import numpy as np
 
 from ..parallel.reduce import Reducer
-from .krylov import (
+from .krylov import SolveInfo, Workspace, initial_info
+from .lockstep import compiled_lockstep
+from .lockstep_compiled import (
     C_NT,
-    ManyWorkspace,
-    SolveInfo,
-    Workspace,
     _many_exchange,
     _many_reduce,
     _many_tolerances,
-    compiled_lockstep,
-    initial_info,
     lockstep_results,
 )
+from .lockstep_kernels import ManyWorkspace
 
 
 @nb.njit(cache=True)

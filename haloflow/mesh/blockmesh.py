@@ -20,34 +20,33 @@ rounding.  Only the numbering differs: points shared by blocks are merged geomet
 
 from __future__ import annotations
 
-import difflib
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import MeshError
-from .foam import COORD_MAX, KINDS, _finite, _Lexer, _shown
+from .blockmesh_dict import Block, BlockMeshDict, Edge, parse
+from .foam import KINDS, check_finite
 
 __all__ = ["blockmesh_patch_names", "find_blockmeshdict", "read_blockmesh"]
+
 
 # Hex vertex slots as (x, y, z) corners of the unit cube, in OpenFOAM's hex order.
 CORNERS = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0],
                     [0, 0, 1], [1, 0, 1], [1, 1, 1], [0, 1, 1]])
+
+
 # The 12 block edges (start slot, end slot) in the order edgeGrading lists them: 4 along x,
 # 4 along y, 4 along z (OpenFOAM user guide, "blockMesh": hex edge numbering).
 EDGES = ((0, 1), (3, 2), (7, 6), (4, 5), (0, 3), (1, 2), (5, 6), (4, 7),
          (0, 4), (1, 5), (2, 6), (3, 7))
+
+
 # Cell (and block) faces as vertex slots, numbered right-handed out of the hex: x-, x+, y-,
 # y+, z-, z+ (OpenFOAM's hex cell model).
 HEX_FACES = np.array([[0, 4, 7, 3], [1, 2, 6, 5], [0, 1, 5, 4],
                       [3, 7, 6, 2], [0, 3, 2, 1], [4, 5, 6, 7]])
-
-KEYWORDS = ("FoamFile", "scale", "convertToMeters", "vertices", "blocks", "edges", "boundary",
-            "patches", "defaultPatch", "mergePatchPairs", "faces", "geometry", "mergeType",
-            "checkFaceCorrespondence", "verbose")
-UNSUPPORTED_EDGES = ("spline", "simpleSpline", "BSpline", "bezier", "projectCurve", "project")
 
 
 def _direction_and_corner(e: int) -> tuple[int, tuple[int, int, int]]:
@@ -60,486 +59,6 @@ def _direction_and_corner(e: int) -> tuple[int, tuple[int, int, int]]:
 _EDGE_AT = {_direction_and_corner(e): e for e in range(12)}
 
 
-# -- parsing -----------------------------------------------------------------------------------
-
-@dataclass
-class _Entry:
-    pos: int  # where the keyword is
-    toks: list  # (text, offset) of the value, $names expanded
-    end: int  # offset of the closing ';' or '}'
-    braced: bool
-
-
-class _Stream:
-    """One entry's tokens, read front to back; errors name the entry, line and expectation."""
-
-    def __init__(self, lex: _Lexer, name: str, entry: _Entry):
-        self.lex, self.name, self.toks, self.end, self.i = lex, name, entry.toks, entry.end, 0
-
-    def error(self, msg: str, pos: int | None = None) -> MeshError:
-        return self.lex.error(f"{self.name}: {msg}", self.pos() if pos is None else pos)
-
-    def peek(self) -> str:
-        return self.toks[self.i][0] if self.i < len(self.toks) else ""
-
-    def pos(self) -> int:
-        return self.toks[self.i][1] if self.i < len(self.toks) else self.end
-
-    def next(self, expected: str) -> tuple[str, int]:
-        if self.i >= len(self.toks):
-            raise self.error(f"expected {expected}, got the end of the entry")
-        tok = self.toks[self.i]
-        self.i += 1
-        return tok
-
-    def expect(self, what: str, context: str) -> int:
-        tok, p = self.next(f"'{what}' {context}")
-        if tok != what:
-            raise self.error(f"expected '{what}' {context}, got {_shown(tok)}", p)
-        return p
-
-    def number(self, what: str) -> float:
-        tok, p = self.next(what)
-        try:
-            v = float(tok)
-        except ValueError:
-            raise self.error(f"expected {what}, got {_shown(tok)}", p) from None
-        if not np.isfinite(v):
-            raise self.error(f"expected {what}, got {_shown(tok)}", p)
-        return v
-
-    def label(self, what: str, lo: int = 0, hi: int | None = None,
-              ctx: str = "") -> tuple[int, int]:
-        """An integer in ``lo..hi-1``; ``ctx`` (``"block 3: "``) leads the messages."""
-        tok, p = self.next(f"a {what}")
-        if not tok.lstrip("-").isdigit():
-            raise self.error(f"{ctx}expected a {what}, got {_shown(tok)}", p)
-        v = int(tok)
-        if v < lo or (hi is not None and v >= hi):
-            rng = f"{lo}..{hi - 1}" if hi is not None else f">= {lo}"
-            raise self.error(f"{ctx}{what} {v} is out of range ({rng})", p)
-        return v, p
-
-    def vector(self, what: str) -> np.ndarray:
-        self.expect("(", f"to open {what} (x y z)")
-        p = self.pos()
-        v = [self.number(f"a coordinate of {what}") for _ in range(3)]
-        self.expect(")", f"after the 3 coordinates of {what}")
-        if max(map(abs, v)) > COORD_MAX:
-            raise self.error(f"{what}: coordinates of magnitude above {COORD_MAX:g} make "
-                             "areas and volumes overflow", p)
-        return np.array(v)
-
-    def open_list(self, what: str) -> None:
-        """``(`` or ``N (``: OpenFOAM lists may say their size first."""
-        if self.peek().isdigit():
-            self.next(what)
-        self.expect("(", f"to open the {what} list")
-
-    def more(self) -> bool:
-        """True while the current list has items; consumes its closing ')'."""
-        if self.peek() == ")":
-            self.next(")")
-            return False
-        if not self.peek():
-            raise self.error("list is not closed by ')'")
-        return True
-
-    def skip_value(self) -> None:
-        """Tokens up to the ';' ending a sub-entry (nested brackets and braces included)."""
-        depth = 0
-        while True:
-            tok, _ = self.next("';'")
-            if tok == ";" and not depth:
-                return
-            depth += (tok in "([{") - (tok in ")]}")
-
-    def done(self) -> None:
-        if self.i < len(self.toks):
-            raise self.error(f"unexpected {_shown(self.peek())} after the value (';' "
-                             "missing?)")
-
-
-MAX_EXPANDED = 1_000_000  # tokens $name references may add: ample for any real dictionary
-
-
-def _read_entries(path: Path) -> tuple[_Lexer, dict[str, _Entry]]:
-    """The dictionary's top-level entries, ``$name`` references replaced by the value of the
-    earlier entry ``name``; keywords neither known nor referenced are errors (typos)."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise MeshError(f"{path}: cannot read ({e.strerror})") from None
-    lex = _Lexer(path, data)
-    lex.macros = True
-    entries: dict[str, _Entry] = {}
-    used: set[str] = set()
-    budget = len(data) + MAX_EXPANDED  # tokens all entries may hold once expanded
-    while True:
-        key, p = lex.token()
-        if not key:
-            break
-        if key in "(){};[]" or key[0] == "$":
-            raise lex.error(f"expected a keyword, got {_shown(key)}", p)
-        if key in entries:
-            first = lex.line(entries[key].pos)
-            raise lex.error(f"'{key}' is defined twice (first on line {first})", p)
-        toks: list = []
-        tok, q = lex.token()
-        braced, depth = tok == "{", 0
-        while True:
-            if not tok:
-                raise lex.error(f"entry '{key}' is not closed by {'}' if braced else ';'}", p)
-            if tok[0] == "$":
-                name = tok[1:]
-                if name not in entries or entries[name].braced:
-                    raise lex.error(f"{tok}: no entry '{name}' with a value before this line "
-                                    "(only plain top-level $name references are expanded)", q)
-                used.add(name)
-                budget -= len(entries[name].toks)
-                if budget < 0:
-                    raise lex.error(f"{tok}: $name references expand past {MAX_EXPANDED} tokens "
-                                    "(entries that repeat each other grow without end)", q)
-                toks.extend(entries[name].toks)
-            else:
-                depth += (tok in "([{") - (tok in ")]}")
-                if depth < 0 or (braced and depth == 0):
-                    if not braced:
-                        raise lex.error(f"unbalanced {tok!r} in entry '{key}'", q)
-                    break
-                if tok == ";" and depth == 0 and not braced:
-                    break
-                toks.append((tok, q))
-            tok, q = lex.token()
-        if braced:
-            toks = toks[1:]  # the opening '{'
-        entries[key] = _Entry(p, toks, q, braced)
-    for key, e in entries.items():
-        if key not in KEYWORDS and key not in used:
-            close = difflib.get_close_matches(key, KEYWORDS, 1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise lex.error(f"unknown keyword '{key}' ({hint}expected one of "
-                            f"{', '.join(KEYWORDS[1:])}, or an entry used as ${key})", e.pos)
-    return lex, entries
-
-
-@dataclass
-class _Block:
-    labels: np.ndarray  # 8 vertex labels
-    cells: tuple[int, int, int]
-    grading: list  # 12 edges x sections (block fraction, cell fraction, expansion ratio)
-    pos: int
-
-
-@dataclass
-class _Edge:
-    kind: str  # "arc" or "polyLine"
-    start: int
-    end: int
-    through: np.ndarray  # the arc's middle point, or the polyLine's inner points
-    pos: int
-
-
-@dataclass
-class _PatchDef:
-    name: str
-    type: str
-    faces: list  # (4 labels, offset)
-    pos: int
-    neighbour: str | None = None  # cyclic: the partner patch
-
-
-@dataclass
-class _Dict:
-    """A parsed blockMeshDict."""
-
-    path: Path
-    lex: _Lexer
-    scale: float
-    vertices: np.ndarray
-    blocks: list[_Block]
-    edges: list[_Edge]
-    patches: list[_PatchDef]
-    default_name: str = "defaultFaces"
-    default_type: str = "empty"
-    notes: list[str] = field(default_factory=list)
-
-
-def _grading_item(s: _Stream) -> list:
-    """One edge's grading: a number, or multi-grading sections ``((length cells ratio) ...)``.
-    A negative ratio ``-r`` means ``1/r``, as in blockMesh."""
-    if s.peek() != "(":
-        r = s.number("an expansion ratio")
-        sections = [(1.0, 1.0, r)]
-    else:
-        s.next("(")
-        sections = []
-        while s.more():
-            p = s.expect("(", "to open a grading section (length-fraction cells-fraction ratio)")
-            vals = []
-            while s.peek() != ")":
-                vals.append(s.number("a number of the grading section"))
-            s.next(")")
-            if len(vals) != 3 or vals[0] <= 0 or vals[1] <= 0:
-                raise s.error("a grading section is (length-fraction cells-fraction ratio) with "
-                              "positive fractions", p)
-            sections.append(tuple(vals))
-        if not sections:
-            raise s.error("empty multi-grading list")
-    if any(r == 0 for _, _, r in sections):
-        raise s.error("an expansion ratio of 0 makes no cells")
-    if any(not RATIO_MIN <= abs(r) <= 1.0 / RATIO_MIN for _, _, r in sections):
-        raise s.error(f"an expansion ratio must lie between {RATIO_MIN:g} and "
-                      f"{1.0 / RATIO_MIN:g} in size (last/first cell size), got "
-                      f"{max((r for _, _, r in sections), key=lambda r: abs(math.log(abs(r)))):g}")
-    return [(f, c, r if r > 0 else -1.0 / r) for f, c, r in sections]
-
-
-RATIO_MIN = 1e-8  # expansion ratios outside [1e-8, 1e8] make cells too small to measure
-# what a block's cell costs while the mesh is built (points, corner lists, faces), a floor:
-# a count past what memory holds is refused before anything is allocated
-BYTES_PER_CELL = 400
-MAX_CELLS = 2**31 - 1  # case.MAX_CELLS
-
-
-def _count_cells(s: _Stream, b: int, cells: tuple, total: int, p: int) -> int:
-    """``total`` plus block ``b``'s cells, refused past MAX_CELLS or the memory left."""
-    from ..limits import too_big
-
-    total += math.prod(cells)
-    why = f"at most {MAX_CELLS} are allowed" if total > MAX_CELLS else \
-        too_big(total * BYTES_PER_CELL)
-    if why:
-        raise s.error(f"block {b}: cell counts ({' '.join(map(str, cells))}) bring the mesh to "
-                      f"{total} cells; {why}", p)
-    return total
-
-
-def _blocks(s: _Stream, n_vertices: int) -> list[_Block]:
-    blocks, total = [], 0
-    s.open_list("blocks")
-    while s.more():
-        shape, p = s.next("a block ('hex')")
-        b = len(blocks)
-        if shape != "hex":
-            raise s.error(f"block {b}: shape {_shown(shape)}: only 'hex' blocks are supported",
-                          p)
-        s.expect("(", f"to open the vertex labels of block {b}")
-        labels, q = [], s.pos()
-        while s.peek() != ")" and s.peek():
-            labels.append(s.label("vertex label", 0, n_vertices, f"block {b}: ")[0])
-        s.expect(")", f"after the vertex labels of block {b}")
-        if len(labels) != 8:
-            raise s.error(f"block {b}: a hex needs 8 vertex labels, got {len(labels)}", q)
-        if len(set(labels)) != 8:
-            raise s.error(f"block {b}: vertex labels repeat ({' '.join(map(str, labels))}): "
-                          "collapsed (prism or wedge) blocks are not supported", q)
-        if s.peek() not in ("(", ""):
-            s.next("a cell zone name")  # cell zones: haloflow has no use for them
-        s.expect("(", f"to open the cell counts (nx ny nz) of block {b}")
-        c = s.pos()
-        cells = tuple(s.label("cell count", 1, None, f"block {b}: ")[0] for _ in range(3))
-        s.expect(")", f"after the 3 cell counts of block {b}")
-        total = _count_cells(s, b, cells, total, c)
-        kind, named = "simpleGrading", s.peek() in ("simpleGrading", "edgeGrading")
-        if named:
-            kind = s.next("a grading")[0]
-        if named or s.peek() == "(":
-            g = s.pos()
-            s.next("(")
-            items = []
-            while s.more():
-                items.append(_grading_item(s))
-            want = (3,) if kind == "simpleGrading" else (3, 12)
-            if len(items) not in want:
-                raise s.error(f"block {b}: {kind} needs {' or '.join(map(str, want))} values, "
-                              f"got {len(items)}", g)
-            grading = [items[e // 4] for e in range(12)] if len(items) == 3 else items
-        else:
-            grading = [[(1.0, 1.0, 1.0)]] * 12
-        blocks.append(_Block(np.array(labels), cells, grading, p))
-    s.done()
-    if not blocks:
-        raise s.error("no blocks")
-    return blocks
-
-
-def _edges(s: _Stream, n_vertices: int) -> list[_Edge]:
-    edges = []
-    s.open_list("edges")
-    while s.more():
-        kind, p = s.next("an edge kind ('arc' or 'polyLine')")
-        if kind in UNSUPPORTED_EDGES:
-            raise s.error(f"edge kind '{kind}' is not supported (only arc and polyLine; run "
-                          "blockMesh and read its polyMesh instead)", p)
-        if kind not in ("arc", "polyLine", "line"):
-            raise s.error(f"unknown edge kind {_shown(kind)} (expected arc or polyLine)", p)
-        a = s.label("vertex label", 0, n_vertices, f"{kind}: ")[0]
-        b = s.label("vertex label", 0, n_vertices, f"{kind}: ")[0]
-        if kind == "arc":
-            if s.peek() == "origin":
-                raise s.error("'arc ... origin' is not supported: give a point on the arc", p)
-            through = s.vector("the arc's middle point")[None]
-        elif kind == "polyLine":
-            s.expect("(", "to open the polyLine points")
-            pts = []
-            while s.more():
-                pts.append(s.vector("a polyLine point"))
-            through = np.array(pts).reshape(-1, 3)
-        else:
-            continue  # a straight line is what blockMesh does without an entry
-        if a == b:
-            raise s.error(f"edge {kind} {a} {b} starts and ends at the same vertex", p)
-        edges.append(_Edge(kind, a, b, through, p))
-    s.done()
-    return edges
-
-
-def _face(s: _Stream, n_vertices: int, what: str) -> tuple[tuple[int, ...], int]:
-    p = s.expect("(", f"to open a face of {what} (4 vertex labels)")
-    labels = []
-    while s.peek() not in (")", ""):
-        labels.append(s.label("vertex label", 0, n_vertices, f"{what}: ")[0])
-    s.expect(")", f"after a face of {what}")
-    if len(labels) != 4 or len(set(labels)) != 4:
-        raise s.error(f"a face of {what} needs 4 different vertex labels, got "
-                      f"({' '.join(map(str, labels))})", p)
-    return tuple(labels), p
-
-
-def _boundary(s: _Stream, n_vertices: int) -> list[_PatchDef]:
-    """The new syntax: ``name { type T; faces ((a b c d) ...); }``."""
-    patches = []
-    s.open_list("boundary")
-    while s.more():
-        name, p = s.next("a patch name")
-        if name in "(){};":
-            raise s.error(f"expected a patch name, got {_shown(name)}", p)
-        s.expect("{", f"after patch name '{name}'")
-        kind, faces, partner = None, None, None
-        while s.peek() != "}":
-            key, q = s.next("an entry of the patch or '}'")
-            if key == "type":
-                kind = s.next(f"the type of patch '{name}'")[0]
-                s.expect(";", f"after the type of patch '{name}'")
-            elif key == "faces":
-                faces = []
-                s.open_list(f"faces of patch '{name}'")
-                while s.more():
-                    faces.append(_face(s, n_vertices, f"patch '{name}'"))
-                s.expect(";", f"after the faces of patch '{name}'")
-            elif key == "neighbourPatch":
-                partner = s.next(f"the neighbour patch of '{name}'")[0]
-                s.expect(";", f"after the neighbour patch of '{name}'")
-            elif key in (";", "(", ")", "{"):
-                raise s.error(f"patch '{name}': expected an entry name or '}}', got {key!r}", q)
-            else:
-                s.skip_value()  # inGroups, transform, ...: no effect on the mesh
-        s.next("}")
-        if kind is None or faces is None:
-            raise s.error(f"patch '{name}': needs 'type' and 'faces' entries", p)
-        patches.append(_PatchDef(name, kind, faces, p, partner))
-    s.done()
-    return patches
-
-
-def _old_patches(s: _Stream, n_vertices: int) -> list[_PatchDef]:
-    """The old syntax: ``type name ((a b c d) ...)``."""
-    patches = []
-    s.open_list("patches")
-    while s.more():
-        kind, p = s.next("a patch type")
-        name = s.next(f"the name of a {kind} patch")[0]
-        if kind in "(){};" or name in "(){};":
-            raise s.error("expected 'type name ((a b c d) ...)'", p)
-        faces = []
-        s.open_list(f"faces of patch '{name}'")
-        while s.more():
-            faces.append(_face(s, n_vertices, f"patch '{name}'"))
-        patches.append(_PatchDef(name, kind, faces, p))
-    s.done()
-    return patches
-
-
-def _parse(path: Path) -> _Dict:
-    lex, entries = _read_entries(path)
-
-    def stream(key):
-        return _Stream(lex, key, entries[key])
-
-    def empty_list(key, why):
-        if key in entries:
-            toks = [t for t, _ in entries[key].toks]
-            if toks not in ([], ["(", ")"], ["0", "(", ")"]):
-                raise stream(key).error(f"not supported ({why}); only an empty list is "
-                                        "accepted")
-
-    if "scale" in entries and "convertToMeters" in entries:
-        raise lex.error("give 'scale' or 'convertToMeters', not both", entries["scale"].pos)
-    scale = 1.0
-    for key in ("scale", "convertToMeters"):
-        if key in entries:
-            s = stream(key)
-            scale = s.number("a positive scale factor")
-            s.done()
-            if scale <= 0:
-                raise s.error("must be positive", entries[key].pos)
-    for key in ("vertices", "blocks"):
-        if key not in entries:
-            raise MeshError(f"{path}: no '{key}' entry (a blockMeshDict needs vertices and "
-                            "blocks)")
-    empty_list("mergePatchPairs", "merging non-conforming patches")
-    empty_list("faces", "projected faces")
-    empty_list("geometry", "projection geometry")
-
-    s = stream("vertices")
-    s.open_list("vertices")
-    verts = []
-    while s.more():
-        if s.peek() != "(":
-            tok, p = s.next("a vertex")
-            raise s.error(f"vertex {len(verts)}: expected (x y z), got {_shown(tok)} (named "
-                          "and projected vertices are not supported)", p)
-        verts.append(s.vector(f"vertex {len(verts)}"))
-    s.done()
-    if len(verts) < 8:
-        raise s.error(f"{len(verts)} vertices: a hex block needs 8", entries["vertices"].pos)
-    vertices = np.array(verts)
-    blocks = _blocks(stream("blocks"), len(vertices))
-    edges = _edges(stream("edges"), len(vertices)) if "edges" in entries else []
-    if "boundary" in entries and "patches" in entries:
-        raise lex.error("give 'boundary' or the old 'patches', not both",
-                        entries["patches"].pos)
-    patches = []
-    if "boundary" in entries:
-        patches = _boundary(stream("boundary"), len(vertices))
-    elif "patches" in entries:
-        patches = _old_patches(stream("patches"), len(vertices))
-    out = _Dict(path, lex, scale, vertices, blocks, edges, patches)
-    if "defaultPatch" in entries:
-        s = stream("defaultPatch")
-        while s.peek():
-            key, q = s.next("name or type")
-            if key not in ("name", "type"):
-                raise s.error(f"unknown entry {_shown(key)} (expected name or type)", q)
-            setattr(out, f"default_{key}", s.next(f"the default patch {key}")[0])
-            s.expect(";", f"after the default patch {key}")
-    names = [p.name for p in patches]
-    for p in patches:
-        if names.count(p.name) > 1:
-            raise lex.error(f"patch '{p.name}' is defined twice", p.pos)
-        if p.type == "cyclic":
-            other = next((q for q in patches if q.name == p.neighbour), None)
-            if other is None or other.type != "cyclic" or other.neighbour != p.name:
-                raise lex.error(f"cyclic patch '{p.name}' needs a 'neighbourPatch' naming a "
-                                f"cyclic patch that names it back (got {p.neighbour!r})", p.pos)
-    if "mergeType" in entries:
-        out.notes.append("mergeType ignored: points shared by blocks are merged geometrically")
-    return out
-
-
-# -- topology (labels only: cheap enough for patch names) ----------------------------------
-
 @dataclass
 class _Topology:
     face_patch: np.ndarray  # (n_blocks, 6): patch index of each block face, -1 default, -2 shared
@@ -547,7 +66,7 @@ class _Topology:
     has_default: bool
 
 
-def _topology(d: _Dict) -> _Topology:
+def _topology(d: BlockMeshDict) -> _Topology:
     """Which block faces are shared, which patch each outer one belongs to (by vertex labels,
     as blockMesh matches them)."""
     nb = len(d.blocks)
@@ -592,8 +111,6 @@ def _topology(d: _Dict) -> _Topology:
     return _Topology(face_patch, partner, has_default)
 
 
-# -- geometry --------------------------------------------------------------------------------
-
 def _divisions(n: int, sections: list) -> np.ndarray:
     """Parameter values (0..1) of the ``n + 1`` points along a graded edge.
 
@@ -630,7 +147,7 @@ def _invert(sections: list) -> list:
     return [(f, c, 1.0 / r) for f, c, r in reversed(sections)]
 
 
-def _arc_plane(d: _Dict, e: _Edge, p0: np.ndarray, p1: np.ndarray):
+def _arc_plane(d: BlockMeshDict, e: Edge, p0: np.ndarray, p1: np.ndarray):
     """The arc's middle point, chords p0 -> pm and p0 -> p1 and their normal (with its squared
     length); an error if the three points lie on a line."""
     pm = e.through[0]
@@ -642,7 +159,7 @@ def _arc_plane(d: _Dict, e: _Edge, p0: np.ndarray, p1: np.ndarray):
     return pm, a, b, n, nn
 
 
-def _arc(d: _Dict, e: _Edge, p0: np.ndarray, p1: np.ndarray):
+def _arc(d: BlockMeshDict, e: Edge, p0: np.ndarray, p1: np.ndarray):
     """``position(lambda)`` along the circle through p0, the given point and p1, at constant
     angular speed."""
     pm, a, b, n, nn = _arc_plane(d, e, p0, p1)
@@ -662,7 +179,7 @@ def _arc(d: _Dict, e: _Edge, p0: np.ndarray, p1: np.ndarray):
     return position
 
 
-def _polyline(e: _Edge, p0: np.ndarray, p1: np.ndarray):
+def _polyline(e: Edge, p0: np.ndarray, p1: np.ndarray):
     """``position(lambda)`` along a polyline, ``lambda`` the fraction of its length."""
     pts = np.concatenate([p0[None], e.through, p1[None]])
     seg = np.sqrt(((pts[1:] - pts[:-1]) ** 2).sum(axis=1))
@@ -678,7 +195,7 @@ def _polyline(e: _Edge, p0: np.ndarray, p1: np.ndarray):
     return position
 
 
-def _block_points(d: _Dict, blk: _Block, curves: dict) -> np.ndarray:
+def _block_points(d: BlockMeshDict, blk: Block, curves: dict) -> np.ndarray:
     """The block's (nx+1, ny+1, nz+1, 3) points.
 
     Every point is a blend of the twelve edges: along each direction, the four parallel
@@ -746,7 +263,7 @@ def _block_points(d: _Dict, blk: _Block, curves: dict) -> np.ndarray:
     return pts
 
 
-def _curves(d: _Dict) -> dict:
+def _curves(d: BlockMeshDict) -> dict:
     curves = {}
     for e in d.edges:
         key = (e.start, e.end)
@@ -772,7 +289,8 @@ def _signed_volume(corners: np.ndarray) -> float:
     return vol
 
 
-def _merge(points: np.ndarray, surface: np.ndarray, block_of: np.ndarray, tol: float, d: _Dict):
+def _merge(points: np.ndarray, surface: np.ndarray, block_of: np.ndarray, tol: float,
+           d: BlockMeshDict):
     """Point labels with the points of different blocks closer than ``tol`` merged, numbered
     by first appearance."""
     from scipy.sparse import coo_matrix
@@ -797,7 +315,7 @@ def _merge(points: np.ndarray, surface: np.ndarray, block_of: np.ndarray, tol: f
     return keep, label.astype(np.int64)
 
 
-def _check_shapes(d: _Dict) -> dict:
+def _check_shapes(d: BlockMeshDict) -> dict:
     """The checks on blocks and edges that need no points: no block inside-out, every curved
     edge an edge of a block, no arc through three points on a line.  Cheap (a few vector
     products per block and edge), so the patch-name reader refuses what the mesher refuses.
@@ -814,7 +332,7 @@ def _check_shapes(d: _Dict) -> dict:
     return curves
 
 
-def _build(d: _Dict, topo: _Topology, notes: list[str]):
+def _build(d: BlockMeshDict, topo: _Topology, notes: list[str]):
     from .core import Mesh, Patch
 
     curves = _check_shapes(d)
@@ -914,15 +432,13 @@ def _build(d: _Dict, topo: _Topology, notes: list[str]):
     nodes = np.concatenate([faces[own_row], faces[single]]).ravel()
     nf = len(own_row) + len(single)
     points = points[keep] * d.scale
-    _finite(d.path, points)
+    check_finite(d.path, points)
     return Mesh(points=points,
                 face_ptr=np.arange(0, 4 * nf + 1, 4, dtype=np.int64),
                 face_nodes=nodes.astype(np.int64),
                 owner=np.concatenate([owner, single // 6]).astype(np.int64),
                 neighbour=neighbour.astype(np.int64), patches=patches, n_cells=n_cells)
 
-
-# -- public ------------------------------------------------------------------------------------
 
 def find_blockmeshdict(path: str | Path) -> Path | None:
     """The blockMeshDict ``path`` names: the file itself, or ``system/blockMeshDict`` of a case
@@ -957,7 +473,7 @@ def _dict_path(path: str | Path) -> Path:
 def blockmesh_patch_names(path: str | Path) -> list[str]:
     """Patch names in mesh order (the listed patches, then the default patch if any block
     face is in none), from the dictionary alone: no points are made."""
-    d = _parse(_dict_path(path))
+    d = parse(_dict_path(path))
     topo = _topology(d)
     _check_shapes(d)
     return [p.name for p in d.patches if p.type != "cyclic"] + \
@@ -967,7 +483,7 @@ def blockmesh_patch_names(path: str | Path) -> list[str]:
 def read_blockmesh(path: str | Path, notes: list[str] | None = None):
     """Mesh the blockMeshDict ``path`` (a file or a case directory) as blockMesh would."""
     notes = [] if notes is None else notes
-    d = _parse(_dict_path(path))
+    d = parse(_dict_path(path))
     mesh = _build(d, _topology(d), notes)
     pairs = [(p.name, p.neighbour) for p in d.patches
              if p.type == "cyclic" and p.name < p.neighbour]

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import MeshError
+from .foam_lexer import BLANK, COMMENT_OR_STRING, NO_PARENS, SEPARATOR, Lexer, shown
 
 __all__ = ["find_polymesh", "foam_patch_names", "read_foam"]
 
@@ -39,94 +40,6 @@ CLASSES = {
     "boundary": ("polyBoundaryMesh",),
 }
 
-_SKIP = re.compile(rb"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
-_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
-_WORD = re.compile(rb'[^\s(){};\[\]"]+')
-_COMMENT_OR_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
-_BLANK = bytes(b if b == 10 else 32 for b in range(256))  # keeps newlines, so lines still count
-_NO_PARENS = bytes.maketrans(b"()", b"  ")
-_SEPARATOR = np.zeros(256, bool)  # byte -> separates tokens in a list body
-_SEPARATOR[list(b" \t\r\n\f\v()")] = True
-
-
-# -- lexing ------------------------------------------------------------------------------------
-
-class _Lexer:
-    """A file's bytes and a cursor; byte offsets become line numbers only in messages."""
-
-    macros = False  # True: ``$name`` comes back as a token (blockMeshDict expands it itself)
-
-    def __init__(self, path: Path, data: bytes):
-        self.path, self.data, self.pos = path, data, 0
-
-    def line(self, pos: int | None = None) -> int:
-        return self.data.count(b"\n", 0, self.pos if pos is None else pos) + 1
-
-    def error(self, msg: str, pos: int | None = None) -> MeshError:
-        return MeshError(f"{self.path}: line {self.line(pos)}: {msg}")
-
-    def skip(self) -> None:
-        self.pos = _SKIP.match(self.data, self.pos).end()
-        if self.data.startswith(b"/*", self.pos):
-            raise self.error("comment '/*' is never closed")
-
-    def token(self) -> tuple[str, int]:
-        """The next token ('' at the end of the file) and where it starts."""
-        self.skip()
-        d, p = self.data, self.pos
-        if p >= len(d):
-            return "", p
-        if d[p] in b"(){};[]":
-            self.pos = p + 1
-            return chr(d[p]), p
-        m = (_STRING if d[p] == 34 else _WORD).match(d, p)
-        if m is None:
-            raise self.error("string is never closed", p)
-        self.pos = m.end()
-        text = m.group().decode("utf-8", "replace")
-        if text[0] == "#" or (text[0] == "$" and not self.macros):
-            raise self.error(f"{text}: directives and macros are not supported (mesh files "
-                             "are read as data, never evaluated)", p)
-        return text, p
-
-    def expect(self, what: str, context: str) -> int:
-        tok, p = self.token()
-        if tok != what:
-            raise self.error(f"expected '{what}' {context}, got {_shown(tok)}", p)
-        return p
-
-    def dictionary(self, where: dict | None = None) -> dict:
-        """Entries up to the closing '}': ``key value...;`` as token lists, ``key {...}``
-        as dicts; ``where`` gets each entry's offset."""
-        out: dict = {}
-        where = {} if where is None else where
-        while True:
-            key, p = self.token()
-            where[key] = p
-            if key == "}":
-                return out
-            if not key or key in "(){};[]":
-                raise self.error(f"expected an entry name or '}}', got {_shown(key)}", p)
-            tok, q = self.token()
-            if tok == "{":
-                out[key] = self.dictionary()
-                continue
-            values, depth = [], 0
-            while tok != ";" or depth:
-                if not tok:
-                    raise self.error(f"entry '{key}' is not closed by ';'", p)
-                depth += (tok in "([{") - (tok in ")]}")
-                if depth < 0:
-                    raise self.error(f"unbalanced {tok!r} in entry '{key}'", q)
-                values.append(tok)
-                tok, q = self.token()
-            out[key] = values
-
-
-def _shown(tok: str) -> str:
-    return "the end of the file" if not tok else repr(tok if len(tok) < 40 else tok[:37] + "...")
-
-
 # -- file level --------------------------------------------------------------------------------
 
 @dataclass
@@ -137,7 +50,7 @@ class _Header:
     scalar: np.dtype
 
 
-def _open(folder: Path, name: str) -> _Lexer:
+def _open(folder: Path, name: str) -> Lexer:
     for path in (folder / name, folder / f"{name}.gz"):
         if path.is_file():
             try:
@@ -146,7 +59,7 @@ def _open(folder: Path, name: str) -> _Lexer:
                     data = _gunzip(path, data)
             except (OSError, EOFError, zlib.error) as e:
                 raise MeshError(f"{path}: cannot read ({e})") from None
-            return _Lexer(path, data)
+            return Lexer(path, data)
     raise MeshError(f"{folder}: no '{name}' file (a polyMesh needs {', '.join(FILES)})")
 
 
@@ -165,7 +78,7 @@ def _gunzip(path: Path, data: bytes) -> bytes:
     return out
 
 
-def _header(lex: _Lexer, name: str) -> _Header:
+def _header(lex: Lexer, name: str) -> _Header:
     """Parse the FoamFile header; ASCII files strip their comments afterwards (offsets kept)."""
     lex.skip()
     start = lex.pos
@@ -193,20 +106,20 @@ def _header(lex: _Lexer, name: str) -> _Header:
         raise lex.error(f"arch {arch!r}: labels must be 32 or 64 bits, scalars 32 or 64",
                         where.get("arch", p))
     if fmt == "ascii":
-        lex.data = lex.data[: lex.pos] + _COMMENT_OR_STRING.sub(
-            lambda m: m.group() if m.group()[:1] == b'"' else m.group().translate(_BLANK),
+        lex.data = lex.data[: lex.pos] + COMMENT_OR_STRING.sub(
+            lambda m: m.group() if m.group()[:1] == b'"' else m.group().translate(BLANK),
             lex.data[lex.pos:])
     return _Header(fmt == "binary", cls, np.dtype(order + label), np.dtype(order + scalar))
 
 
-def _size(lex: _Lexer, what: str) -> tuple[int | None, str, int]:
+def _size(lex: Lexer, what: str) -> tuple[int | None, str, int]:
     """A list's size (None for an ASCII list written without one), its opening token and
     where the list starts."""
     tok, p = lex.token()
     if tok == "(":
         return None, tok, p
     if not tok.isdigit():
-        raise lex.error(f"expected the size of the {what} list, got {_shown(tok)}", p)
+        raise lex.error(f"expected the size of the {what} list, got {shown(tok)}", p)
     lex.skip()
     if lex.pos >= len(lex.data) or lex.data[lex.pos] not in b"({":
         raise lex.error(f"expected '(' or '{{' after the list size {tok}", lex.pos)
@@ -215,7 +128,7 @@ def _size(lex: _Lexer, what: str) -> tuple[int | None, str, int]:
     return int(tok), opener, p
 
 
-def _binary(lex: _Lexer, n: int, dtype: np.dtype, what: str, width: int = 1) -> np.ndarray:
+def _binary(lex: Lexer, n: int, dtype: np.dtype, what: str, width: int = 1) -> np.ndarray:
     """``n`` raw items of ``width`` numbers after the '(' just read, then the closing ')'."""
     a, b = lex.pos, lex.pos + n * width * dtype.itemsize
     if b >= len(lex.data) or lex.data[b] != ord(")"):
@@ -225,7 +138,7 @@ def _binary(lex: _Lexer, n: int, dtype: np.dtype, what: str, width: int = 1) -> 
     return np.frombuffer(lex.data, dtype, n * width, a).astype(dtype.newbyteorder("="))
 
 
-def _closing(lex: _Lexer, what: str) -> int:
+def _closing(lex: Lexer, what: str) -> int:
     """Offset of the ')' closing the ASCII list whose '(' was just read."""
     arr = np.frombuffer(lex.data, np.uint8)[lex.pos:]
     parens = np.flatnonzero((arr == 40) | (arr == 41))
@@ -236,13 +149,13 @@ def _closing(lex: _Lexer, what: str) -> int:
     return lex.pos + int(parens[hits[0]])
 
 
-def _numbers(lex: _Lexer, a: int, b: int, dtype, what: str) -> np.ndarray:
+def _numbers(lex: Lexer, a: int, b: int, dtype, what: str) -> np.ndarray:
     """The numbers between offsets ``a`` and ``b`` (parentheses ignored).
 
     ``np.fromstring`` in text mode parses without a Python object per number (3x faster
     than splitting); it stops at the first bad token, which is then looked for by hand.
     """
-    body = lex.data[a:b].translate(_NO_PARENS)
+    body = lex.data[a:b].translate(NO_PARENS)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         try:
@@ -254,13 +167,13 @@ def _numbers(lex: _Lexer, a: int, b: int, dtype, what: str) -> np.ndarray:
         try:
             convert(m.group())
         except ValueError:
-            raise lex.error(f"{_shown(m.group().decode('utf-8', 'replace'))} in the {what} "
+            raise lex.error(f"{shown(m.group().decode('utf-8', 'replace'))} in the {what} "
                             f"list is not {'a number' if convert is float else 'an integer'}",
                             a + m.start()) from None
     return np.array(body.split(), dtype=dtype)
 
 
-def _groups(lex: _Lexer, a: int, b: int, what: str):
+def _groups(lex: Lexer, a: int, b: int, what: str):
     """Inner lists ``(...)`` between offsets ``a`` and ``b``: per group the tokens written
     before its '(' and inside it, and where each group opens."""
     arr = np.frombuffer(lex.data, np.uint8)[a:b]
@@ -270,7 +183,7 @@ def _groups(lex: _Lexer, a: int, b: int, what: str):
     bad = np.flatnonzero((closes < opens) | (np.append(opens[1:], len(arr)) < closes))
     if len(bad):
         raise lex.error(f"nested or unbalanced parentheses in the {what} list", a + opens[bad[0]])
-    sep = _SEPARATOR[arr]
+    sep = SEPARATOR[arr]
     starts = np.flatnonzero(sep[:-1] & ~sep[1:]) + 1  # where tokens begin
     if len(arr) and not sep[0]:
         starts = np.concatenate([[0], starts])
@@ -288,12 +201,12 @@ def _groups(lex: _Lexer, a: int, b: int, what: str):
     return before, inside, n_open, a + opens
 
 
-def _check_size(lex: _Lexer, n: int | None, got: int, what: str, p: int) -> None:
+def _check_size(lex: Lexer, n: int | None, got: int, what: str, p: int) -> None:
     if n is not None and got != n:
         raise lex.error(f"the {what} list says {n} items but holds {got}", p)
 
 
-def _uniform(lex: _Lexer, n: int | None, limit: int, what: str, p: int) -> int:
+def _uniform(lex: Lexer, n: int | None, limit: int, what: str, p: int) -> int:
     """The size of a uniform ``N{value}`` list, at most ``limit`` (what the mesh's other
     lists allow): a few bytes must not allocate gigabytes."""
     if n is not None and n > limit:
@@ -301,7 +214,7 @@ def _uniform(lex: _Lexer, n: int | None, limit: int, what: str, p: int) -> int:
     return n or 0
 
 
-def _labels(lex: _Lexer, head: _Header, what: str, limit: int = 0) -> np.ndarray:
+def _labels(lex: Lexer, head: _Header, what: str, limit: int = 0) -> np.ndarray:
     """A label list; a uniform one holds at most ``limit`` items."""
     n, opener, p = _size(lex, what)
     if opener == "{":
@@ -309,7 +222,7 @@ def _labels(lex: _Lexer, head: _Header, what: str, limit: int = 0) -> np.ndarray
         tok, q = lex.token()
         lex.expect("}", f"after the uniform {what} value")
         if not re.fullmatch(r"-?\d+", tok):
-            raise lex.error(f"{_shown(tok)} in the {what} list is not an integer", q)
+            raise lex.error(f"{shown(tok)} in the {what} list is not an integer", q)
         return np.full(n, int(tok), np.int64)
     if head.binary and n is not None:
         return _binary(lex, n, head.label, what).astype(np.int64)
@@ -322,7 +235,7 @@ def _labels(lex: _Lexer, head: _Header, what: str, limit: int = 0) -> np.ndarray
     return out
 
 
-def _vectors(lex: _Lexer, head: _Header, what: str, limit: int = 0) -> np.ndarray:
+def _vectors(lex: Lexer, head: _Header, what: str, limit: int = 0) -> np.ndarray:
     """A vector list; a uniform one holds at most ``limit`` items."""
     n, opener, p = _size(lex, what)
     if opener == "{":
@@ -348,7 +261,7 @@ def _vectors(lex: _Lexer, head: _Header, what: str, limit: int = 0) -> np.ndarra
     return out
 
 
-def _faces(lex: _Lexer, head: _Header) -> tuple[np.ndarray, np.ndarray]:
+def _faces(lex: Lexer, head: _Header) -> tuple[np.ndarray, np.ndarray]:
     """Faces as CSR ``(ptr, nodes)``, from a faceList or a faceCompactList."""
     if head.cls == "faceCompactList":  # offsets list, then the flat list
         ptr = _labels(lex, head, "face offsets")
@@ -410,7 +323,7 @@ def _boundary(folder: Path) -> tuple[Path, list[_Entry]]:
         if name == ")":
             break
         if not name or name in "(){};[]":
-            raise lex.error(f"expected a patch name or ')', got {_shown(name)}", q)
+            raise lex.error(f"expected a patch name or ')', got {shown(name)}", q)
         lex.expect("{", f"after patch name '{name}'")
         where: dict = {}
         d = lex.dictionary(where)
@@ -477,7 +390,7 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
         out = parse(lex, head)
         tok, p = lex.token()
         if tok:
-            raise lex.error(f"unexpected {_shown(tok)} after the {name} list", p)
+            raise lex.error(f"unexpected {shown(tok)} after the {name} list", p)
         return lex.path, out
 
     # faces first: their size bounds what uniform lists in the other files may claim
@@ -486,7 +399,7 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
     ppath, points = read("points", lambda lex, h: _vectors(lex, h, "points", len(nodes)))
     opath, owner = read("owner", lambda lex, h: _labels(lex, h, "owner", nf))
     npath, neighbour = read("neighbour", lambda lex, h: _labels(lex, h, "neighbour", nf))
-    _finite(ppath, points)
+    check_finite(ppath, points)
 
     npts = len(points)
     if len(nodes) and (nodes.min() < 0 or nodes.max() >= npts):
@@ -575,7 +488,7 @@ def _cell_count(owner, neighbour, opath: Path, npath: Path) -> int:
 COORD_MAX = 1e30  # coordinates past this make areas and volumes overflow (case.BIG)
 
 
-def _finite(path: Path, points: np.ndarray) -> None:
+def check_finite(path: Path, points: np.ndarray) -> None:
     """Every coordinate finite and of a size whose squares and cubes a double holds."""
     bad = ~np.isfinite(points).all(axis=1)
     bad |= np.abs(np.where(bad[:, None], 0.0, points)).max(axis=1, initial=0.0) > COORD_MAX

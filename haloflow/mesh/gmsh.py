@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from . import MeshError
-from .foam import _finite
+from .foam import check_finite
 
 __all__ = ["gmsh_patch_names", "read_gmsh"]
 
@@ -240,7 +240,7 @@ def _topology(path: Path, thickness: float, notes: list[str]) -> _Topology:
         raise MeshError(f"{path}: not a readable Gmsh file (no nodes)")
     if points.shape[1] == 2:
         points = np.column_stack([points, np.zeros(len(points))])
-    _finite(path, points)
+    check_finite(path, points)
     groups = [(n, np.asarray(v).ravel()) for n, v in m.field_data.items()]
 
     extra: list[tuple[str, str]] = []  # patches the reader makes: (name, kind)

@@ -3,7 +3,7 @@ emulate_speed``) of a run, where the halo and reduction layer reaches them.
 
 Why here: every message of a run passes through this package (halo exchangers, reductions,
 the AMG's transfers, and the request groups and collectives compiled solvers call), so the
-delays of ``study.emulate`` are added here and nowhere else; a slow core's waits fall at the
+delays of :mod:`.network_delays` are added here and nowhere else; a slow core's waits fall at the
 same points (and at the timed phases' starts and ends, :mod:`.timers`).  ``ACTIVE`` is None
 unless a run installed an emulation: then every hook is one attribute test, and compiled
 code calls MPI directly as before (no cost when emulation is off).
@@ -15,7 +15,7 @@ from time import perf_counter
 
 import numpy as np
 
-ACTIVE = None  # the run's study.emulate.Emulation, or None
+ACTIVE = None  # the run's network_delays.Emulation, or None
 SIZES = [8 * 8 ** k for k in range(7)]  # 8 B .. 2 MiB: the local curve's sizes
 
 
@@ -24,7 +24,7 @@ def local_curve(comm):
     curve `haloflow predict` measured and cached (the one the model prices local messages
     with), or else a short compiled ping-pong between ranks 0 and 1 (fastest of three
     trials per size)."""
-    from ..study.model import Curve, ModelError, shm_cache
+    from ..io.network import Curve, ModelError, shm_cache
 
     curve = None
     if comm.rank == 0 and shm_cache().exists():
@@ -43,7 +43,7 @@ def local_curve(comm):
 def _pingpong(comm, peer: int) -> list:
     from mpi4py import MPI
 
-    from ..bench.netpipe import loops
+    from . import message_loops as loops
     from . import mpicall
 
     fns = loops.functions()
@@ -81,16 +81,16 @@ def install(comm, spec: str | None, nodes, speed: float = 1.0) -> object:
     network delays) between the nodes of ``nodes`` (node of every rank), and this rank's
     core at ``speed``, from now on; returns the emulation."""
     global ACTIVE
-    from ..study.emulate import Emulation
-    from ..study.model import network
+    from ..io.network import network
     from . import mpicall
+    from .network_delays import Emulation
 
     net = network(spec) if spec else None
     local = None if net is None else local_curve(comm) if comm.size > 1 else net
     em = Emulation(net, local, nodes, comm.rank, speed)
     real = mpicall.library_addresses()
     if real is not None and comm.size > 1:
-        from ..study.emulate_c import wrappers
+        from .network_delays_c import wrappers
 
         mpicall.wrap(wrappers(real, em, mpicall.handle(comm)))
     if speed < 1.0:

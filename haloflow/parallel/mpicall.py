@@ -31,6 +31,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ..mpiutil import libmpi
+
 CLOCK_MONOTONIC = getattr(time, "CLOCK_MONOTONIC", 1)
 
 FUNCTIONS = {  # name in addresses() -> C function
@@ -39,30 +41,6 @@ FUNCTIONS = {  # name in addresses() -> C function
     "put": "MPI_Put", "get": "MPI_Get", "fence": "MPI_Win_fence", "lock": "MPI_Win_lock",
     "unlock": "MPI_Win_unlock", "allreduce": "MPI_Allreduce", "allgatherv": "MPI_Allgatherv",
 }
-
-
-def _libmpi_path() -> str | None:
-    """The MPI library mpi4py loaded (the same one, also when it was opened by path)."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as f:
-            for line in f:
-                path = line.split()[-1]
-                if os.path.basename(path).startswith("libmpi.so"):
-                    return path
-    except OSError:
-        pass
-    return ctypes.util.find_library("mpi")
-
-
-def libmpi() -> ctypes.CDLL | None:
-    """The MPI library mpi4py loaded, opened with ctypes (None where it cannot be found)."""
-    from mpi4py import MPI
-
-    path = _libmpi_path()
-    try:
-        return ctypes.CDLL(path) if path else ctypes.CDLL(MPI.__file__)
-    except OSError:
-        return None
 
 
 _WRAPPED: dict[str, int] = {}  # functions replaced by an emulated network's wrappers

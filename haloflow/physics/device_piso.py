@@ -4,7 +4,7 @@ The fields live on the device between steps; the step assembles the momentum equ
 solves it (:class:`~haloflow.linalg.device_bicgstab.DeviceBiCGStab`), builds ``H/A`` and
 the Rhie-Chow fluxes, assembles and solves the pressure equation
 (:class:`~haloflow.linalg.device_solve.DeviceSolve`) and corrects fluxes and velocity with
-the kernels of :mod:`haloflow.backends.cuda_step`, each the twin of the host kernel that
+the kernels of :mod:`haloflow.physics.device_kernels`, each the twin of the host kernel that
 :class:`~haloflow.physics.piso.PisoSolver` calls, with the halos exchanged on the device by
 the run's strategy.  Its fields equal the host step's to the solvers' round-off.
 
@@ -28,9 +28,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..backends import cuda_step as ks
 from ..linalg.device_solve import Copies
 from ..parallel import halo
+from . import device_kernels as ks
 from .final_guess import step_length
 
 

@@ -29,6 +29,7 @@ from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..mesh.core import centre_deltas
 from .closures.transport import relax_scalar
+from .context import Context
 from .patches import EMPTY, FIXED, FIXED_GRADIENT
 from .schemes import LIMITERS, limited_source
 from .time import scalar_levels
@@ -174,10 +175,13 @@ class Energy:
 
     ``state()`` names the cell fields a restart needs."""
 
-    def __init__(self, lmesh, fc, bc, comps, pattern, exchanger, red, workspace, scratch,
-                 timers, *, physics, boundary, scheme, gradient, settings, relaxation=1.0,
-                 steady=False, time_scheme="euler"):
-        lm = lmesh
+    def __init__(self, ctx: Context, *, physics, scheme, settings, relaxation=1.0,
+                 time_scheme="euler"):
+        lm = ctx.lmesh
+        fc, bc, comps, gradient, pattern = ctx.fc, ctx.bc, ctx.comps, ctx.gradient, ctx.pattern
+        exchanger, red, workspace, scratch, timers = (ctx.exchanger, ctx.red, ctx.workspace,
+                                                      ctx.scratch, ctx.timers)
+        boundary, steady = ctx.boundary, ctx.steady
         n, ni = lm.n_cells, lm.n_internal
         self.lm, self.fc, self.ex, self.red, self.ws, self.timers = (
             lm, fc, exchanger, red, workspace, timers)

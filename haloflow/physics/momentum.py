@@ -13,7 +13,8 @@ import numba as nb
 import numpy as np
 
 from ..backends.layout import components
-from ..linalg.krylov import bicgstab, bicgstab_many, compiled_lockstep
+from ..linalg.krylov import bicgstab
+from ..linalg.lockstep import bicgstab_many, compiled_lockstep
 from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..linalg.precond import SymmetricGaussSeidel
@@ -21,6 +22,7 @@ from ..linalg.smoother import sgs, sgs_many
 from ..mesh.core import centre_deltas
 from ..parallel import threads
 from .bcs import velocity_boundary_values
+from .context import Context
 from .patches import EMPTY, FIXED, SYMMETRY
 from .schemes import cubic_source, linear_upwind_source, nonorth_diffusion_source
 
@@ -176,10 +178,13 @@ class Momentum:
     diffusion; it, linear-upwind and cubic convection need velocity gradients, whose ghost
     rows are exchanged."""
 
-    def __init__(self, U, lmesh, fc, bc, comps, gradient, nu_face, pattern, exchanger, red,
-                 workspace, many, scratch, timers, *, convection: str, nonorth: bool, settings,
+    def __init__(self, U, ctx: Context, nu_face, many, *, convection: str, settings,
                  stress=None, device=None):
-        lm = lmesh
+        lm = lmesh = ctx.lmesh
+        fc, bc, comps, gradient, pattern = ctx.fc, ctx.bc, ctx.comps, ctx.gradient, ctx.pattern
+        exchanger, red, workspace, scratch, timers = (ctx.exchanger, ctx.red, ctx.workspace,
+                                                      ctx.scratch, ctx.timers)
+        nonorth = ctx.nonorth
         n, nf, ni = lm.n_cells, lm.n_faces, lm.n_internal
         self.U, self.lm, self.fc, self.bc, self.comps = U, lm, fc, bc, comps
         self.owner = bc.visited_owner(lm)  # empty patches left out of the face loops

@@ -13,12 +13,14 @@ import numpy as np
 
 from .. import backends
 from ..backends.layout import components
-from ..linalg.krylov import LOCKSTEP_SETS, ManyWorkspace, SolveInfo
+from ..linalg.krylov import SolveInfo
+from ..linalg.lockstep_kernels import LOCKSTEP_SETS, ManyWorkspace
 from ..linalg.matrix import Pattern
 from ..mesh.fv import face_coeffs
 from ..parallel.timers import NULL_TIMERS
 from .bcs import build_boundary, solved_components
-from .closures import Context, make_closure
+from .closures import make_closure
+from .context import Context
 from .final_guess import FinalGuess
 from .inflow import Inflow
 from .initial import initial_fields
@@ -90,17 +92,15 @@ class PisoSolver:
         lockstep = s.momentum.method == "bicgstab-jacobi"
         many = ManyWorkspace(n, lm.n_owned, LOCKSTEP_SETS if lockstep else 4)
         ws = many.as_workspace(8)
-        common = (lm, self.fc, self.bc, self.comps, self.gradient)
-        self.closure = make_closure(lm, physics, Context(
-            *common, pattern, exchanger, red, ws, scratch, timers, solver=s, boundary=boundary,
-            steady=self.algorithm == "simple", nonorth=self.nonorth))
+        ctx = Context(lm, self.fc, self.bc, self.comps, self.gradient, pattern, exchanger, red,
+                      ws, scratch, timers, solver=s, boundary=boundary,
+                      steady=self.algorithm == "simple", nonorth=self.nonorth)
+        self.closure = make_closure(lm, physics, ctx)
         device = backends.for_run(s.backend)  # the linear solves' device (None: the host)
-        self.momentum = Momentum(self.U, *common, self.closure.nu_face, pattern, exchanger,
-                                 red, ws, many, scratch, timers, convection=s.convection,
-                                 nonorth=self.nonorth, settings=s.momentum,
+        self.momentum = Momentum(self.U, ctx, self.closure.nu_face, many,
+                                 convection=s.convection, settings=s.momentum,
                                  stress=getattr(self.closure, "stress", None), device=device)
-        self.pressure = Pressure(self.p, self.grad, self.phi, *common, pattern, exchanger, red,
-                                 ws, scratch, timers, nonorth=self.nonorth,
+        self.pressure = Pressure(self.p, self.grad, self.phi, ctx,
                                  n_nonorth=int(s.n_nonorth_correctors), singular=singular,
                                  settings=s.pressure, halo=halo, device=device)
         if s.pressure.guess == "extrapolated" and self.n_corr > 1:  # the last solve's start
@@ -109,9 +109,7 @@ class PisoSolver:
         if physics.model == "boussinesq":
             from .energy import Energy
 
-            self.energy = Energy(lm, self.fc, self.bc, self.comps, pattern, exchanger, red, ws,
-                                 scratch, timers, physics=physics, boundary=boundary,
-                                 scheme=temperature_scheme(s), gradient=self.gradient,
+            self.energy = Energy(ctx, physics=physics, scheme=temperature_scheme(s),
                                  settings=s.momentum, **self._energy_options(s))
         if s.residual_norm == "normalised":  # the initial residuals every solve reports
             for part in (self.momentum, self.pressure, self.energy):

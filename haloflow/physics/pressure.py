@@ -25,6 +25,7 @@ from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..linalg.methods import pressure_method
 from ..parallel.faceblocks import for_threads
+from .context import Context
 from .patches import EMPTY, FIXED, ZERO_GRADIENT
 from .schemes import nonorth_flux_correction
 
@@ -378,10 +379,13 @@ class Pressure:
     from ``H/A`` and ``V/A``; ``n_nonorth`` correctors repeat the solve with the
     non-orthogonal part of the latest pressure on non-orthogonal meshes (``nonorth``)."""
 
-    def __init__(self, p, grad, phi, lmesh, fc, bc, comps, gradient, pattern, exchanger, red,
-                 workspace, scratch, timers, *, nonorth: bool, n_nonorth: int, singular: bool,
+    def __init__(self, p, grad, phi, ctx: Context, *, n_nonorth: int, singular: bool,
                  settings, halo: str, device=None):
-        lm = lmesh
+        lm = ctx.lmesh
+        fc, bc, comps, gradient, pattern = ctx.fc, ctx.bc, ctx.comps, ctx.gradient, ctx.pattern
+        exchanger, red, workspace, scratch, timers = (ctx.exchanger, ctx.red, ctx.workspace,
+                                                      ctx.scratch, ctx.timers)
+        nonorth = ctx.nonorth
         nf = lm.n_faces
         self.p, self.grad, self.phi = p, grad, phi
         self.lm, self.fc, self.bc, self.comps, self.gradient = lm, fc, bc, comps, gradient

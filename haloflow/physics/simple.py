@@ -132,7 +132,7 @@ class SimpleSolver(PisoSolver):
 
     def _energy_options(self, s) -> dict:
         T = s.relaxation.T
-        return {"relaxation": 1.0 if T is None else float(T), "steady": True}
+        return {"relaxation": 1.0 if T is None else float(T)}
 
     def _update(self) -> None:
         """Fluxes from the solved pressure, velocity from the relaxed one."""

@@ -3,8 +3,10 @@
 A post-processor is switched on by its key in the case's ``[postprocess]`` table and found
 here by that name, its module imported only when a case uses it (as PyFR finds its plugins),
 so reading a case file stays cheap.  Every one is a :class:`~haloflow.post.base.PostProcessor`:
-``validate(case)`` when the case is read, ``sample(solver)`` after each step, ``report(outdir,
-fields)`` once at the end (files, plots and its entry in ``summary.json``) and a log line.
+``sample(solver)`` after each step, ``report(outdir, fields)`` once at the end (files, plots
+and its entry in ``summary.json``) and a log line.  Its settings and what it needs of a case
+are rules of the case file, checked when the case is read (:mod:`haloflow.case.postprocess`,
+under the same keys as here).
 """
 
 from __future__ import annotations
@@ -24,15 +26,6 @@ POSTPROCESSORS = {
     "flat_plate": ".flat_plate:FlatPlate",
     "averaging": ".averaging:Averaging",  # mean and rms fields, written with the fields
 }
-
-# the [postprocess] settings of each post-processor besides its switch:
-# key -> (kind, default), kinds as the case reader names them
-SETTINGS = {
-    "cavity": {"lid_speed": ("positive", 1.0)},  # the lid's speed: the Reynolds number's U
-    "channel": {"channel_x": ("fraction", 0.9)},  # where the profile is taken, of the length
-    "averaging": {"average_from": ("time", 0.0)},  # the time the averages start
-}
-
 
 def load(name: str) -> type:
     """The post-processor class registered as ``name``."""

@@ -40,15 +40,6 @@ class Averaging(PostProcessor):
     name = "averaging"
     samples = True
 
-    @staticmethod
-    def validate(case) -> None:
-        from ..case import KeyProblem
-
-        if case.parallel.balance != "off":
-            raise KeyProblem(("postprocess", "averaging"), "postprocess.averaging: not with "
-                             'parallel.balance = "time" (the sums stay on the cells\' first '
-                             "ranks)", also=[("parallel", "balance")])
-
     def __init__(self, lmesh, case, solver, red):
         super().__init__(lmesh, case, solver, red)
         n = lmesh.n_owned

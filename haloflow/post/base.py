@@ -1,27 +1,7 @@
-"""What every post-processor is: checked with the case, fed each step, reported at the end."""
+"""What every post-processor is: fed each step, reported at the end (what it needs of a
+case is checked when the case is read: haloflow.case.postprocess)."""
 
 from __future__ import annotations
-
-
-def needs_mesh(name: str, case, kind: str, why: str) -> None:
-    """Refuse a case whose ``mesh.type`` is not ``kind``: post-processor ``name`` reads
-    ``why``."""
-    from ..case import KeyProblem
-
-    if case.mesh.type != kind:
-        raise KeyProblem(("postprocess", name), f'postprocess.{name}: needs mesh.type = '
-                         f'"{kind}" ({why})', also=[("mesh", "type")])
-
-
-def needs_inlet_patch(name: str, case, why: str) -> None:
-    """Refuse a case whose patch ``inlet`` is not of type inlet (its U is the mean velocity
-    ``name`` scales by)."""
-    from ..case import KeyProblem
-
-    if case.boundary["inlet"].type != "inlet":
-        raise KeyProblem(("postprocess", name), f"postprocess.{name}: needs "
-                         f'boundary.inlet.type = "inlet" ({why})',
-                         also=[("boundary", "inlet", "type")])
 
 
 class PostProcessor:
@@ -35,11 +15,6 @@ class PostProcessor:
     name = ""
     samples = False
     gathers = False
-
-    @staticmethod
-    def validate(case) -> None:
-        """Raise :class:`haloflow.case.KeyProblem` if ``case`` (its validated sections) cannot
-        be post-processed this way."""
 
     def __init__(self, lmesh, case, solver, red):
         """On every rank: ``red`` is the run's :class:`~haloflow.parallel.reduce.Reducer`,

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..io import refdata
 from ..io.probes import Sampler2D
-from .base import PostProcessor, needs_mesh
+from .base import PostProcessor
 
 
 class Cavity(PostProcessor):
@@ -21,10 +21,6 @@ class Cavity(PostProcessor):
 
     name = "cavity"
     gathers = True
-
-    @staticmethod
-    def validate(case) -> None:
-        needs_mesh("cavity", case, "box", "the profiles are taken on the box's centrelines")
 
     def report(self, outdir, fields) -> dict | None:
         if fields is None:

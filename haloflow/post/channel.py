@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from .base import PostProcessor, needs_mesh
+from .base import PostProcessor
 
 SYMMETRIC = ("symmetry", "slip")
 
@@ -27,19 +27,6 @@ class Channel(PostProcessor):
 
     name = "channel"
     gathers = True
-
-    @staticmethod
-    def validate(case) -> None:
-        """A box with one inlet (its U: the mean velocity)."""
-        from ..case import KeyProblem
-
-        where = ("postprocess", "channel")
-        needs_mesh("channel", case, "box", "the profile is a column of the box's cells")
-        inlets = [k for k, b in case.boundary.items() if b.type == "inlet"]
-        if len(inlets) != 1:
-            raise KeyProblem(where, f"postprocess.channel: needs exactly one inlet patch (its U "
-                             f"is the mean velocity), found {len(inlets)}",
-                             also=[("boundary",)])
 
     def report(self, outdir, fields) -> dict | None:
         if fields is None:

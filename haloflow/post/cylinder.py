@@ -32,7 +32,7 @@ import os
 
 import numpy as np
 
-from .base import PostProcessor, needs_inlet_patch, needs_mesh
+from .base import PostProcessor
 from .step import reattachment
 
 # Published ranges (Schäfer & Turek 1996, table 4 and 5: the band the best results of the
@@ -62,13 +62,6 @@ class Cylinder(PostProcessor):
     name = "cylinder"
     samples = True
     gathers = True
-
-    @staticmethod
-    def validate(case) -> None:
-        """The cylinder mesh and its inlet's U (the mean velocity)."""
-        needs_mesh("cylinder", case, "cylinder",
-                   "forces on its cylinder patch, pressures at the benchmark's points")
-        needs_inlet_patch("cylinder", case, "its U is the mean velocity of the coefficients")
 
     def __init__(self, lmesh, case, solver, red):
         from ..mesh.cylinder import CENTRE, DIAMETER

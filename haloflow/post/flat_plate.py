@@ -22,9 +22,9 @@ import os
 
 import numpy as np
 
+from ..case.postprocess import FLAT_PLATE_PATCH as PLATE
 from .base import PostProcessor
 
-PLATE = "plate"
 TURBULENT = (0.1, 1.95)  # the x-range compared (see the module docstring)
 X_REPORT = 0.97  # TMR's station for cf
 REFERENCE = "tmr_flatplate_sa_cf.csv"
@@ -43,22 +43,6 @@ class FlatPlate(PostProcessor):
     """``cf.csv``, ``plots/cf.png`` and cf against TMR's SA results."""
 
     name = "flat_plate"
-
-    @staticmethod
-    def validate(case) -> None:
-        """A wall patch ``plate`` and an ``inlet`` whose U is the freestream speed."""
-        from ..case import KeyProblem
-        from .base import needs_inlet_patch
-
-        b = case.boundary.get(PLATE)
-        if b is None or b.type != "wall":
-            raise KeyProblem(("postprocess", "flat_plate"), "postprocess.flat_plate: needs a "
-                             f'patch "{PLATE}" of type "wall" (the plate whose skin friction '
-                             "it measures)", also=[("boundary",)])
-        if "inlet" not in case.boundary:
-            raise KeyProblem(("postprocess", "flat_plate"), "postprocess.flat_plate: needs a "
-                             'patch "inlet" (its U is the freestream speed)', also=[("boundary",)])
-        needs_inlet_patch("flat_plate", case, "its U is the freestream speed")
 
     def report(self, outdir, fields) -> dict | None:
         x, cf = wall_cf(self.lmesh, self.solver.U, self.case)

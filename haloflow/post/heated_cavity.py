@@ -16,7 +16,7 @@ import numpy as np
 
 from ..io import refdata
 from ..io.probes import gather_cells
-from .base import PostProcessor, needs_mesh
+from .base import PostProcessor
 
 KEYS = ("nu_hot", "nu_cold", "nu_max", "y_nu_max", "u_max", "y_u_max", "v_max", "x_v_max")
 
@@ -27,26 +27,6 @@ class HeatedCavity(PostProcessor):
     ``plots/heated_cavity.png`` (isotherms and streamlines)."""
 
     name = "heated_cavity"
-
-    @staticmethod
-    def validate(case) -> None:
-        from ..case import KeyProblem
-
-        needs_mesh("heated_cavity", case, "box", "the Nusselt numbers and mid-lines are taken "
-                   "on the box's walls and centre lines")
-        if case.physics.model != "boussinesq":
-            raise KeyProblem(("postprocess", "heated_cavity"), "postprocess.heated_cavity: "
-                             'needs physics.model = "boussinesq"', also=[("physics", "model")])
-        b = case.boundary
-        for side in ("left", "right"):
-            if getattr(b[side], "T", None) is None:
-                raise KeyProblem(("postprocess", "heated_cavity"), "postprocess.heated_cavity: "
-                                 f"needs a fixed temperature boundary.{side}.T",
-                                 also=[("boundary", side)])
-        if b["left"].T == b["right"].T:
-            raise KeyProblem(("postprocess", "heated_cavity"), "postprocess.heated_cavity: "
-                             "boundary.left.T and boundary.right.T must differ",
-                             also=[("boundary", "left", "T")])
 
     def report(self, outdir, fields) -> dict | None:
         s, lm = self.solver, self.lmesh

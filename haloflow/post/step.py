@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from .base import PostProcessor, needs_inlet_patch, needs_mesh
+from .base import PostProcessor
 
 # x_r / S against Re = U 2h / nu for expansion ratio 1.9423: the values commonly quoted from
 # figure 7 of Armaly, Durst, Pereira & Schoenung, J. Fluid Mech. 127 (1983) 473-496 (the
@@ -33,14 +33,6 @@ class BackwardStep(PostProcessor):
 
     name = "backward_step"
     gathers = True
-
-    @staticmethod
-    def validate(case) -> None:
-        """The step mesh and its inlet's U (the mean velocity)."""
-        needs_mesh("backward_step", case, "step",
-                   "the wall shear is read from the first cell row above the lower wall")
-        needs_inlet_patch("backward_step", case,
-                          "its U is the mean velocity of the Reynolds number")
 
     def report(self, outdir, fields) -> dict | None:
         if fields is None:

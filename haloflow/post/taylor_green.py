@@ -21,16 +21,6 @@ class TaylorGreen(PostProcessor):
 
     name = "taylor_green"
 
-    @staticmethod
-    def validate(case) -> None:
-        """The errors are against the vortices the run started from."""
-        from ..case import KeyProblem
-
-        if case.initial.type != "taylor_green":
-            raise KeyProblem(("postprocess", "taylor_green"), "postprocess.taylor_green: needs "
-                             'initial.type = "taylor_green" (the errors are against those '
-                             "vortices)", also=[("initial", "type")])
-
     def report(self, outdir, fields) -> dict | None:
         s = self.solver
         # its own counters: the run's profile counts the steps' reductions only

@@ -34,15 +34,6 @@ class TaylorGreen3D(PostProcessor):
     name = "taylor_green_3d"
     samples = True
 
-    @staticmethod
-    def validate(case) -> None:
-        from ..case import KeyProblem
-
-        if case.initial.type != "taylor_green_3d":
-            raise KeyProblem(("postprocess", "taylor_green_3d"), "postprocess.taylor_green_3d: "
-                             'needs initial.type = "taylor_green_3d"',
-                             also=[("initial", "type")])
-
     def __init__(self, lmesh, case, solver, red):
         super().__init__(lmesh, case, solver, red)
         n = lmesh.n_owned

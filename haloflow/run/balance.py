@@ -20,7 +20,7 @@ as a checkpoint (:mod:`.checkpointing`), and the LocalMesh, halo exchanger, solv
 AMG) and post-processors are rebuilt on the new parts.
 
 ``[parallel] emulate_speed = {1 = 0.5}`` makes rank 1 compute at half speed (a slow core
-emulated at every communication point: :mod:`haloflow.study.emulate`), so a balancer (and
+emulated at every communication point: :mod:`haloflow.parallel.network_delays`), so a balancer (and
 a user) can be tested on one machine.
 """
 

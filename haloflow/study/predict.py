@@ -140,7 +140,7 @@ def shm_curve(path: Path | None) -> M.Curve:
 def load_profile(path: Path) -> tuple[dict, M.Workload]:
     if path.is_dir():
         path = path / "profile.json"
-    from ..bench.netpipe.file import read_small_text
+    from ..io.netpipe_file import read_small_text
 
     if not path.exists():
         raise M.ModelError(f"{path}: no such profile (run `haloflow run` first; it writes "

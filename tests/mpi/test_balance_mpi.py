@@ -69,7 +69,7 @@ def test_an_emulated_half_speed_core_computes_at_half_speed(nranks):
     phase takes about twice as long when on, the whole step too (rank 0 waits for it), and
     rank 0 is never slowed."""
     from haloflow.parallel import emulation
-    from haloflow.study.emulate import SLOW, SLOWED
+    from haloflow.parallel.network_delays import SLOW, SLOWED
 
     comm = MPI.COMM_WORLD
     run = setup(_slow_case(["mesh.cells=[128,128,1]"]), comm, 1, lambda *a: None)

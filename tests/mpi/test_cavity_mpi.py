@@ -115,9 +115,9 @@ def test_profile_json_on_2_ranks(haloflow_mpi, tmp_path):
               if v["share_of_loop"] is not None and not v["nested"]]
     assert 0.0 < sum(shares) <= 1.0 + 1e-9  # disjoint parts of every rank's loop
     for k in ("assemble", "fluxes", "solve_U", "solve_p", "halo", "halo_solve",
-              "amg_gathered", "setup", "io"):
+              "amg_replicated", "setup", "io"):
         assert len(p["phases"][k]["per_rank"]) == 2
-    assert p["phases"]["amg_gathered"]["nested"]
+    assert p["phases"]["amg_replicated"]["nested"]
     # what the performance model reads
     assert p["mesh"] == {"cells": 256, "dims": 2}
     assert p["machine"]["mpi_call_s"] > 0 and p["machine"]["kernel_call_s"] > 0
@@ -157,7 +157,7 @@ def test_serial_profile_counts_the_communication_of_a_parallel_run(haloflow_mpi,
     # the redundant coarse solve: one allgather per visit, counted by the serial run too
     assert one["amg"]["allgathers"] == pytest.approx(two["amg"]["allgathers"], rel=0.1)
     assert one["amg"]["allgathers"] > 0 and one["amg"]["refreshes"] > 0
-    assert one["phases"]["amg_gathered"]["max"] > 0 and two["phases"]["amg_gathered"]["max"] > 0
+    assert one["phases"]["amg_replicated"]["max"] > 0 and two["phases"]["amg_replicated"]["max"] > 0
 
 
 EIGHT = ["--set", "mesh.cells=[12,12,12]", "--set", "boundary.front.type=wall", "--set",

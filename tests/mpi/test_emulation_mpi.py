@@ -15,8 +15,8 @@ from haloflow.mesh.blocks import box
 from haloflow.parallel import emulation, halo
 from haloflow.parallel.halo import STRATEGIES
 from haloflow.parallel.local import build_local
+from haloflow.parallel.network_delays import ADDED, MATCHED, UNMATCHED
 from haloflow.parallel.reduce import Reducer
-from haloflow.study.emulate import ADDED, MATCHED, UNMATCHED
 
 REPS = 20
 

@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 from haloflow.case import load_case
 from haloflow.io.probes import gather_cells
-from haloflow.linalg import krylov
+from haloflow.linalg import lockstep
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.decompose import decompose
@@ -44,7 +44,7 @@ def _solve(s, python: bool, monkeypatch):
     n = s.lm.n_owned
     with monkeypatch.context() as mp:
         if python:
-            mp.setattr(krylov, "lockstep_plan", lambda *a: None)
+            mp.setattr(lockstep, "lockstep_plan", lambda *a: None)
         mo.mws.plan_key = None
         mo.mws.rhs[:] = 0.0
         mo.mws.rhs[:, :n] = mo.b0[:, :n] - mo.vol[:n] * s.grad[:, :n]
@@ -54,7 +54,7 @@ def _solve(s, python: bool, monkeypatch):
             return rs.calls, st.calls, st.fields, rs.compiled
 
         c0 = counts()
-        infos = krylov.bicgstab_many(mo.M, U, mo.comps, cfg.tol, cfg.max_iter, s.red, mo.mws,
+        infos = lockstep.bicgstab_many(mo.M, U, mo.comps, cfg.tol, cfg.max_iter, s.red, mo.mws,
                                      cfg.rel_tol, exchange_after=True)
         c1 = counts()
     return U, infos, *(b - a for a, b in zip(c0, c1, strict=True))

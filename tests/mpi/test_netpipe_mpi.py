@@ -73,8 +73,8 @@ def job(name: str, outdir: Path) -> None:
 
 
 def test_every_mode_times_every_size(mpirun, tmp_path):
-    from haloflow.bench.netpipe import file as npfile
     from haloflow.bench.netpipe import sizes as npsizes
+    from haloflow.io import netpipe_file as npfile
 
     res = mpirun(2, __file__, "sweeps", str(tmp_path), timeout=120)
     assert res.returncode == 0, res.stderr
@@ -109,7 +109,7 @@ def test_integrity_passes_and_catches_a_corrupted_byte(mpirun, tmp_path):
 
 
 def test_command_line_run(haloflow_mpi, tmp_path):
-    from haloflow.bench.netpipe import file as npfile
+    from haloflow.io import netpipe_file as npfile
 
     out = tmp_path / "sub" / "np.out"
     res = haloflow_mpi(2, "netpipe", "--max", "1K", "--trial-time", "0.002", "-o", str(out),

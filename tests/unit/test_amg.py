@@ -7,9 +7,13 @@ import pytest
 import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
+from haloflow.linalg import aggregation, amg_kernels, amg_levels
 from haloflow.linalg import amg as amg_module
 from haloflow.linalg import krylov as K
-from haloflow.linalg.amg import AMG, COARSEST, galerkin_pattern, galerkin_refresh, pairwise
+from haloflow.linalg.aggregation import pairwise
+from haloflow.linalg.amg import AMG, COARSEST
+from haloflow.linalg.galerkin import galerkin_pattern, galerkin_refresh
+from haloflow.linalg.matrix import IDX
 from haloflow.linalg.poisson import laplacian as fv_laplacian
 from haloflow.linalg.poisson import smooth_rhs
 from haloflow.mesh.blocks import box
@@ -98,18 +102,18 @@ def test_quality_test_refuses_long_aggregates():
     so with KAPPA = 4.5 the matching never builds the latter."""
     lm, A = laplacian((8, 8, 1))
     p = A.pattern
-    absrow = amg_module._abs_offdiag(p.indptr, p.indices, A.data, p.diag_pos, p.n_rows)
+    absrow = aggregation._abs_offdiag(p.indptr, p.indices, A.data, p.diag_pos, p.n_rows)
     w, dg = np.zeros((16, 16)), np.zeros(16)
 
     def ok(cells, kappa):
         g = np.array([x + 8 * y for x, y in cells] + [0] * (16 - len(cells)))
-        return amg_module._quality_ok(p.indptr, p.indices, A.data, p.diag_pos, absrow, g,
+        return aggregation._quality_ok(p.indptr, p.indices, A.data, p.diag_pos, absrow, g,
                                       len(cells), kappa, w, dg)
 
     square, line = [(3, 3), (4, 3), (3, 4), (4, 4)], [(2, 3), (3, 3), (4, 3), (5, 3)]
     assert ok(square, 2.01) and not ok(square, 1.99)
     assert ok(line, 6.9) and not ok(line, 6.7)
-    assert amg_module.KAPPA < 6.7
+    assert aggregation.KAPPA < 6.7
 
 
 def test_galerkin_pattern_is_the_triple_product():
@@ -223,7 +227,7 @@ def test_gather_threshold_moves_work_never_the_hierarchy(dense_lu, monkeypatch):
     rb = np.random.default_rng(1).standard_normal(co.n)
     rb -= rb.mean()  # consistent with the all-Neumann (pinned) matrix
     out = np.zeros(co.n)
-    amg_module.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud,
+    amg_kernels.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud,
                         co.pinned, rb, out, f.y)
     import scipy.sparse as sp
     M = sp.csr_matrix((co.data, co.indices, co.indptr), shape=(co.n, co.n)).toarray()
@@ -238,16 +242,16 @@ def test_dense_lu_follows_lapack_row_interchanges():
     n = 9
     M = rng.standard_normal((n, n))
     M[np.arange(n), np.arange(n)] = 1e-3  # every column pivots away from the diagonal
-    ip = np.arange(0, n * n + 1, n).astype(amg_module.IDX)
-    ix = np.tile(np.arange(n), n).astype(amg_module.IDX)
-    lev = amg_module.Level(ip, ix, M.ravel().copy(), np.arange(n) * (n + 1), n, n, None,
+    ip = np.arange(0, n * n + 1, n).astype(IDX)
+    ix = np.tile(np.arange(n), n).astype(IDX)
+    lev = amg_levels.Level(ip, ix, M.ravel().copy(), np.arange(n) * (n + 1), n, n, None,
                            self_reducer())
     AMG._factor_dense(lev)
     f = lev.lu
     assert lev.pinned == -1 and not np.array_equal(f.perm_r, np.arange(n))
     b = rng.standard_normal(n)
     x = np.zeros(n)
-    amg_module.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, -1, b,
+    amg_kernels.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, -1, b,
                         x, f.y)
     assert np.allclose(x, np.linalg.solve(M, b), rtol=1e-10, atol=1e-12)
 
@@ -280,12 +284,12 @@ def test_l1_diagonal_from_the_rows_with_ghosts_is_the_full_scan():
     left out of the list shows (the list is what makes it right)."""
     ip, ix, data, dp, n, rng = _with_ghosts()
     want, got = np.zeros(n), np.full(n, np.nan)
-    amg_module.l1_inverse(ip, ix, data, dp, n, want)
+    amg_kernels.l1_inverse(ip, ix, data, dp, n, want)
     rows = np.unique(np.repeat(np.arange(n), np.diff(ip))[ix >= n]).astype(np.uint32)
     assert 0 < len(rows) < n
-    amg_module.l1_inverse_rows(ip, ix, data, dp, rows, n, got)
+    amg_kernels.l1_inverse_rows(ip, ix, data, dp, rows, n, got)
     np.testing.assert_array_equal(got, want)
-    amg_module.l1_inverse_rows(ip, ix, data, dp, rows[1:], n, got)
+    amg_kernels.l1_inverse_rows(ip, ix, data, dp, rows[1:], n, got)
     assert got[rows[0]] != want[rows[0]]
 
 
@@ -294,40 +298,40 @@ def test_half_row_presmoothing_equals_sweep_and_residual():
     split at the diagonal) give the sweep from zero and R (b - A x) of the whole rows, with
     ghost columns and an l1 diagonal larger than a_ii; a pattern not split is refused."""
     ip, ix, data, dp, n, rng = _with_ghosts()
-    assert amg_module.split_at_diagonal(ip, ix, dp, n)
+    assert amg_kernels.split_at_diagonal(ip, ix, dp, n)
     dinv = np.zeros(n)
-    amg_module.l1_inverse(ip, ix, data, dp, n, dinv)
+    amg_kernels.l1_inverse(ip, ix, data, dp, n, dinv)
     assert np.any(1.0 / dinv > data[dp] * (1 + 1e-3))  # ghost couplings in the l1 diagonal
     b = rng.random(n)
     x1 = np.zeros(len(ix) and n + 9)
-    amg_module.gs_sweep(ip, ix, data, dp, dinv, b, x1, n, True)
+    amg_kernels.gs_sweep(ip, ix, data, dp, dinv, b, x1, n, True)
     x2 = np.full(n + 9, np.nan)
     x2[n:] = 0.0
-    amg_module.gs_from_zero(ip, ix, data, dp, dinv, b, x2, n)
+    amg_kernels.gs_from_zero(ip, ix, data, dp, dinv, b, x2, n)
     np.testing.assert_allclose(x2[:n], x1[:n], rtol=1e-13, atol=0)
     ghosts = rng.random(9)  # the exchange's values
     x1[n:] = x2[n:] = ghosts
     agg = rng.integers(0, 17, n)
     r = np.zeros(n)
-    amg_module.residual(ip, ix, data, x1, b, r)
+    amg_kernels.residual(ip, ix, data, x1, b, r)
     rc1, rc2, rc3 = np.zeros(17), np.full(17, np.nan), np.full(17, np.nan)
-    amg_module.restrict(agg, r, n, rc1, 17)
-    amg_module.upper_residual_restrict(ip, ix, data, dp, dinv, x2, n, agg, rc2, 17)
-    amg_module.residual_restrict(ip, ix, data, x1, b, n, agg, rc3, 17)
+    amg_kernels.restrict(agg, r, n, rc1, 17)
+    amg_kernels.upper_residual_restrict(ip, ix, data, dp, dinv, x2, n, agg, rc2, 17)
+    amg_kernels.residual_restrict(ip, ix, data, x1, b, n, agg, rc3, 17)
     scale = np.abs(rc1).max()
     assert scale > 0.1
     assert np.abs(rc2 - rc1).max() < 1e-13 * scale
     np.testing.assert_array_equal(rc3, rc1)
     swapped = ix.copy()
     swapped[[ip[5], ip[5] + 1]] = swapped[[ip[5] + 1, ip[5]]]
-    assert not amg_module.split_at_diagonal(ip, swapped, dp, n)
+    assert not amg_kernels.split_at_diagonal(ip, swapped, dp, n)
 
 
 def test_sweeps_sum_in_any_order_to_the_same_answer():
     """gs_sweep's reordered row sums are Gauss-Seidel: against a plain loop both ways."""
     ip, ix, data, dp, n, rng = _with_ghosts((6, 5, 4))
     dinv = np.zeros(n)
-    amg_module.l1_inverse(ip, ix, data, dp, n, dinv)
+    amg_kernels.l1_inverse(ip, ix, data, dp, n, dinv)
     b, x0 = rng.random(n), rng.random(n + 9)
     for forward in (True, False):
         want = x0.copy()
@@ -338,7 +342,7 @@ def test_sweeps_sum_in_any_order_to_the_same_answer():
                     s -= data[k] * want[ix[k]]
             want[i] = s * dinv[i]
         x = x0.copy()
-        amg_module.gs_sweep(ip, ix, data, dp, dinv, b, x, n, forward)
+        amg_kernels.gs_sweep(ip, ix, data, dp, dinv, b, x, n, forward)
         np.testing.assert_allclose(x, want, rtol=1e-13, atol=0)
 
 
@@ -350,17 +354,17 @@ def test_one_pass_presmoothing_without_ghosts():
     rng = np.random.default_rng(8)
     data = A.data * (1.0 + 0.3 * rng.random(len(A.data)))
     ip, ix, dp = p.indptr, p.indices, p.diag_pos
-    assert amg_module.split_at_diagonal(ip, ix, dp, n)
+    assert amg_kernels.split_at_diagonal(ip, ix, dp, n)
     dinv = np.zeros(n)
-    amg_module.l1_inverse(ip, ix, data, dp, n, dinv)
+    amg_kernels.l1_inverse(ip, ix, data, dp, n, dinv)
     b, agg = rng.random(n), rng.integers(0, 23, n)
     x1 = np.zeros(n)
-    amg_module.gs_sweep(ip, ix, data, dp, dinv, b, x1, n, True)
+    amg_kernels.gs_sweep(ip, ix, data, dp, dinv, b, x1, n, True)
     r, rc1 = np.zeros(n), np.zeros(23)
-    amg_module.residual(ip, ix, data, x1, b, r)
-    amg_module.restrict(agg, r, n, rc1, 23)
+    amg_kernels.residual(ip, ix, data, x1, b, r)
+    amg_kernels.restrict(agg, r, n, rc1, 23)
     x2, rc2 = np.full(n, np.nan), np.full(23, np.nan)
-    amg_module.gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x2, n, agg, rc2, 23)
+    amg_kernels.gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x2, n, agg, rc2, 23)
     np.testing.assert_allclose(x2, x1, rtol=1e-13, atol=0)
     assert np.abs(rc2 - rc1).max() < 1e-13 * np.abs(rc1).max()
 

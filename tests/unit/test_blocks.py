@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from haloflow.linalg import amg, blocks
+from haloflow.linalg import amg_kernels, blocks
 from haloflow.linalg.poisson import laplacian
 from haloflow.mesh.blocks import box
 from haloflow.parallel.local import build_local
@@ -20,7 +20,7 @@ def _level():
     p = A.pattern
     n = p.n_rows
     dinv = np.zeros(n)
-    amg.l1_inverse(p.indptr, p.indices, A.data, p.diag_pos, n, dinv)
+    amg_kernels.l1_inverse(p.indptr, p.indices, A.data, p.diag_pos, n, dinv)
     rng = np.random.default_rng(3)
     return p, A.data, dinv, rng.random(n), rng.random(p.n_cols)
 
@@ -56,11 +56,11 @@ def test_gs_blocks(forward, nt):
     np.testing.assert_allclose(x, want, rtol=1e-14, atol=0)
     if nt == 1:  # the serial sweep, to the bit
         y = x0.copy()
-        amg.gs_sweep(p.indptr, p.indices, data, p.diag_pos, dinv, b, y, n, forward)
+        amg_kernels.gs_sweep(p.indptr, p.indices, data, p.diag_pos, dinv, b, y, n, forward)
         np.testing.assert_array_equal(x, y)
     else:
         y = x0.copy()
-        amg.gs_sweep(p.indptr, p.indices, data, p.diag_pos, dinv, b, y, n, forward)
+        amg_kernels.gs_sweep(p.indptr, p.indices, data, p.diag_pos, dinv, b, y, n, forward)
         assert not np.allclose(x, y, rtol=1e-12, atol=0)
 
 
@@ -112,7 +112,7 @@ def test_sweep_from_zero_and_gathered_restriction(nt):
     and the gathered restriction sums each aggregate's residuals as the serial scatter does."""
     p, data, dinv, b, x0 = _level()
     n = p.n_rows
-    assert amg.split_at_diagonal(p.indptr, p.indices, p.diag_pos, n)
+    assert amg_kernels.split_at_diagonal(p.indptr, p.indices, p.diag_pos, n)
     bw = blocks.bandwidth(p.indptr, p.indices, n)
     want = np.zeros(p.n_cols)
     blocks.gs_blocks(p.indptr, p.indices, data, p.diag_pos, dinv, b, want, n, True, nt, bw,
@@ -126,6 +126,6 @@ def test_sweep_from_zero_and_gathered_restriction(nt):
     np.cumsum(np.bincount(agg, minlength=nc), out=ptr[1:])
     rows = np.argsort(agg, kind="stable").astype(p.indices.dtype)
     rc_want, rc = np.zeros(nc), np.full(nc, np.nan)
-    amg.residual_restrict(p.indptr, p.indices, data, x, b, n, agg, rc_want, nc)
+    amg_kernels.residual_restrict(p.indptr, p.indices, data, x, b, n, agg, rc_want, nc)
     blocks.residual_restrict(p.indptr, p.indices, data, x, b, ptr, rows, rc, nc, nt)
     np.testing.assert_array_equal(rc, rc_want)

@@ -1,5 +1,5 @@
-"""The waits of network emulation (haloflow.study.emulate): what the model prices, less what
-the local transfer took, only for messages between nodes."""
+"""The waits of network emulation (haloflow.parallel.network_delays): what the model prices,
+less what the local transfer took, only for messages between nodes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from time import perf_counter
 import numpy as np
 import pytest
 
+from haloflow.parallel.network_delays import Emulation, gather_delay
 from haloflow.study import model as M
-from haloflow.study.emulate import Emulation, gather_delay
 
 
 def _emulation(nodes, rank=0):
@@ -85,8 +85,8 @@ def test_a_slow_core_waits_its_compute_again_at_each_point():
     after waits nothing; speed 1 never waits; and a timed phase (a point at its start and
     end) takes what a half-speed core would, however long the rank computed before it."""
     from haloflow.parallel import emulation
+    from haloflow.parallel.network_delays import SLOWED
     from haloflow.parallel.timers import Timers
-    from haloflow.study.emulate import SLOWED
 
     em = Emulation(None, None, [0, 1], 1, speed=0.5)
     assert em.exchange_delay([0], [800]) == 0.0 and em.allreduce_delay(8) == 0.0
@@ -124,7 +124,7 @@ def test_a_slow_core_is_not_slowed_while_numba_loads_a_kernel():
     from mpi4py import MPI
 
     from haloflow.parallel import emulation
-    from haloflow.study.emulate import SLOWED
+    from haloflow.parallel.network_delays import SLOWED
 
     em = emulation.install(MPI.COMM_SELF, None, [0], speed=0.5)
     try:

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from haloflow.case import load_case
+from haloflow.linalg import cycle as cycle_tables
 from haloflow.linalg import kcycle
 from haloflow.linalg import krylov as K
 from haloflow.linalg import lowsync as L
@@ -230,7 +231,7 @@ def test_thread_blocks_solve_as_one_thread(method, monkeypatch):
     monkeypatch.setattr(kcycle.threads, "LEVEL_MIN_ROWS", 1000)
     amg = AMG(A, lm, Reducer(COMM))
     fast = kcycle.compiled_solver(amg, method)
-    thr = fast.h[kcycle.H_THR]
+    thr = fast.h[cycle_tables.H_THR]
     assert fast.ctl[kcycle.NBLK] == 3
     assert [t >= 0 for t in thr[:len(amg.levels)]] == [
         lev.n >= 1000 and lev.next is not None for lev in amg.levels]

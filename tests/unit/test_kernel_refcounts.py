@@ -74,12 +74,12 @@ def test_presmoothing_rows_count_no_references():
     """The sweep from zero takes row i - 1's value from a register, chosen by selects:
     written as branches around array reads in its inlined row, numba counted references to
     every array on every row (6x the sweep's time)."""
-    from haloflow.linalg import amg
+    from haloflow.linalg import amg_kernels
 
     n = 6
     ip, ix, data, dp = _laplacian_1d(n)
     dinv, b = np.full(n, 0.5), np.ones(n)
-    assert _increfs(amg.gs_from_zero, ip, ix, data, dp, dinv, b, np.zeros(n), n) == 0
+    assert _increfs(amg_kernels.gs_from_zero, ip, ix, data, dp, dinv, b, np.zeros(n), n) == 0
     agg, rc = np.arange(n) // 2, np.zeros(3)
-    assert _increfs(amg.gs_from_zero_restrict, ip, ix, data, dp, dinv, b, np.zeros(n), n,
+    assert _increfs(amg_kernels.gs_from_zero_restrict, ip, ix, data, dp, dinv, b, np.zeros(n), n,
                     agg, rc, 3) == 0

@@ -15,7 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 from haloflow.case import load_case
-from haloflow.linalg import kcycle
+from haloflow.linalg import cycle
 from haloflow.linalg.krylov import Workspace
 from haloflow.run.setup import setup
 
@@ -87,7 +87,7 @@ def test_amg_holds_no_copies_and_works_in_the_momentum_workspace():
     assert top.indices is pr.P.pattern.indices and top.data is pr.P.data
     assert top.b is None and top.c is None  # the caller's vectors; the residual alone
     h = fast.h
-    assert h[kcycle.H_IX0] is top.indices and h[kcycle.H_AGG0] is top.next.agg
+    assert h[cycle.H_IX0] is top.indices and h[cycle.H_AGG0] is top.next.agg
     for lev in amg.levels[1:]:  # the coarse levels' arrays are views of the packed ones
         for a, packed in ((lev.indptr, 0), (lev.indices, 1), (lev.data, 2), (lev.diag_pos, 3),
                           (lev.dinv, 4), (lev.b, 7), (lev.r2, 7)):

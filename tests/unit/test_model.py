@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from haloflow.bench.netpipe.file import write_out
 from haloflow.cli import main
+from haloflow.io.netpipe_file import write_out
 from haloflow.mesh.blocks import box
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local
@@ -29,7 +29,7 @@ def synthetic_profile(cells=65536, dims=2, compute=0.3, serial=0.02, exchanges=5
     return {
         "schema": 2, "ranks": 1, "steps": steps, "s_per_step": compute,
         "compute_s": {"mean": compute * steps},
-        "phases": {"amg_gathered": {"max": serial * steps, "calls": [8 * steps]}},
+        "phases": {"amg_replicated": {"max": serial * steps, "calls": [8 * steps]}},
         "halo": {"calls": {"mean": exchanges * steps}, "fields": {"mean": 1.2 * exchanges * steps}},
         "per_step": {"allreduces": allreduces, "halo_exchanges": exchanges},
         "amg": {"gathered_rows": 1000, "levels": [
@@ -174,7 +174,7 @@ def test_redundant_coarse_solve_costs_one_allgather_per_visit():
 
 def test_profiles_without_allgather_counts_use_the_phase_calls():
     w = workload()
-    assert w.gathers == 8 and w.refreshes == 0  # the amg_gathered calls per step
+    assert w.gathers == 8 and w.refreshes == 0  # the amg_replicated calls per step
 
 
 def test_curve_interpolates_and_extrapolates(tmp_path):

@@ -10,8 +10,9 @@ import pytest
 from mpi4py import MPI
 
 from haloflow.case import load_case
-from haloflow.linalg import krylov
-from haloflow.linalg.krylov import bicgstab, bicgstab_many
+from haloflow.linalg import lockstep, lockstep_compiled
+from haloflow.linalg.krylov import bicgstab
+from haloflow.linalg.lockstep import bicgstab_many
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo
 from haloflow.parallel.local import build_local
@@ -55,7 +56,7 @@ def test_lockstep_equals_each_component_alone(cavity, monkeypatch, compiled, zer
     if compiled != "serial":  # the paths a parallel run takes (allreduces on COMM_SELF)
         monkeypatch.setattr(s.red, "parallel", True)
     if compiled == "python":
-        monkeypatch.setattr(krylov, "lockstep_plan", lambda *a: None)
+        monkeypatch.setattr(lockstep, "lockstep_plan", lambda *a: None)
     mo.mws.plan_key = None
     compiled_before = s.red.stats.compiled
     rhs = np.zeros_like(s.U)
@@ -97,8 +98,8 @@ def test_lockstep_on_thread_blocks_equals_each_component_alone(cavity, monkeypat
     s = cavity
     mo, cfg = s.momentum, s.momentum.cfg
     monkeypatch.setattr(s.red, "parallel", parallel)
-    monkeypatch.setattr(krylov.threads, "blocks", lambda: 3)
-    monkeypatch.setattr(krylov.threads, "LEVEL_MIN_ROWS", 1)
+    monkeypatch.setattr(lockstep_compiled.threads, "blocks", lambda: 3)
+    monkeypatch.setattr(lockstep_compiled.threads, "LEVEL_MIN_ROWS", 1)
     mo.mws.plan_key = None
     rhs = np.zeros_like(s.U)
     n = s.lm.n_owned
@@ -111,7 +112,7 @@ def test_lockstep_on_thread_blocks_equals_each_component_alone(cavity, monkeypat
     infos = bicgstab_many(mo.M, U, mo.comps, cfg.tol, cfg.max_iter, s.red, mo.mws,
                           cfg.rel_tol)
     calls = s.red.n_calls - before
-    assert mo.mws.plan.ctl[krylov.C_NT] == 3
+    assert mo.mws.plan.ctl[lockstep_compiled.C_NT] == 3
     assert not np.array_equal(U[:, :n], U_ref[:, :n])  # the sums' order differs
     assert np.abs(U[:, :n] - U_ref[:, :n]).max() < 1e-12 * np.abs(U_ref).max()
     for a, b in zip(infos, ref, strict=True):

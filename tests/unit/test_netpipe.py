@@ -14,11 +14,11 @@ import pytest
 
 from haloflow.bench import netpipe
 from haloflow.bench.netpipe import check as npcheck
-from haloflow.bench.netpipe import file as npfile
 from haloflow.bench.netpipe import sizes as npsizes
 from haloflow.bench.netpipe import summary as npsummary
 from haloflow.bench.netpipe.pairs import round_robin
 from haloflow.bench.netpipe.pool import PAGE, Pool, pool_bytes
+from haloflow.io import netpipe_file as npfile
 from haloflow.mpiutil import UserError
 
 pytestmark = pytest.mark.serial  # listener and client processes, timed transfers

@@ -187,7 +187,7 @@ def test_bdf2_is_second_order_in_time():
 
 def test_mesh_convert_draws_periodic_cells_whole(tmp_path, capsys):
     meshio = pytest.importorskip("meshio")
-    from haloflow.mesh.cli import _convert
+    from haloflow.cli.mesh import _convert
 
     m = stitch(box((4, 3, 1), (1.0, 0.9, 0.1)), BOTH)
     assert _convert(m, [], tmp_path / "p.vtu") == 0

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from haloflow.bench.netpipe.file import write_out
 from haloflow.case import load_case
 from haloflow.cli import main
+from haloflow.io.netpipe_file import write_out
 from haloflow.mesh import from_case
 from haloflow.parallel.decompose import decompose
 from haloflow.study import model as M

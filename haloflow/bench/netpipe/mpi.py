@@ -24,9 +24,9 @@ import time
 
 import numpy as np
 
+from ...parallel import message_loops as loops
 from ...parallel import mpicall
 from . import check as pattern
-from . import loops
 from .pool import Pool
 
 TAG_CTL = 1108

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from . import loops
+from ...parallel import message_loops as loops
 from .sweep import measure
 
 

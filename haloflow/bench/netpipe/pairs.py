@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...io.netpipe_file import mbps
 from ...mpiutil import UserError
-from .file import mbps
 from .sizes import format_size
 
 

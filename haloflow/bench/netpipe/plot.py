@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ...io.figure import figure, save
-from .file import mbps
+from ...io.netpipe_file import mbps
 
 
 def sweep_png(path, curves, title="") -> None:

@@ -16,7 +16,7 @@ def say(quiet: bool, line: str) -> None:
 
 def progress_line(i: int, pt) -> str:
     """NetPIPE's per-size line, so the two are easy to read side by side."""
-    from .file import mbps
+    from ...io.netpipe_file import mbps
 
     return (f"{i:3d}: {pt.bytes:9d} bytes {pt.reps:8d} times --> "
             f"{float(mbps(pt.bytes, pt.seconds)):10.2f} Mbps in {pt.seconds * 1e6:10.2f} usec")
@@ -24,7 +24,7 @@ def progress_line(i: int, pt) -> str:
 
 def write_results(paths, meta: dict, points, title: str) -> dict:
     """The ``.out``, JSON and PNG of a timed sweep; returns the summary dict."""
-    from .file import write_out
+    from ...io.netpipe_file import write_out
     from .plot import sweep_png
     from .summary import summarize
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .file import MBIT
+from ...io.netpipe_file import MBIT
 from .sizes import format_size
 
 

@@ -46,7 +46,7 @@ class Point:
     cpu: tuple | None = None   # (first side's CpuShare, other side's), with --cpu
 
     def to_dict(self) -> dict:
-        from .file import mbps
+        from ...io.netpipe_file import mbps
 
         d = {"message_bytes": self.size, "bytes": self.bytes, "seconds": self.seconds,
              "mbps": float(mbps(self.bytes, self.seconds)), "repetitions": self.reps,

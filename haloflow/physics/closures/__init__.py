@@ -1,6 +1,6 @@
 """Closures: the effective viscosity the momentum equation diffuses with, per face.
 
-A closure is built from the mesh, the ``[physics]`` table and a :class:`Context` (what a
+A closure is built from the mesh, the ``[physics]`` table and a :class:`..context.Context` (what a
 closure with fields of its own assembles and solves them with) and gives ``nu_face``, an
 array over all local faces (internal, then boundary) that the momentum kernels read, or one
 entry where the viscosity is the same on every face (laminar flow: 8 bytes per face less).
@@ -26,8 +26,8 @@ kernels.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any
+
+from ..context import Context
 
 CLOSURES = {
     "laminar": ".laminar:Laminar",
@@ -40,29 +40,6 @@ CLOSURES = {
 MODEL_CLOSURE = {"incompressible": "laminar", "boussinesq": "laminar"}  # physics.model -> closure
 # physics.model = "les": physics.closure
 LES_CLOSURES = ("smagorinsky", "wale", "kEqn", "dynamicSmagorinsky")
-
-
-@dataclass
-class Context:
-    """What a closure builds its equations from: the solver's mesh data, boundary arrays,
-    matrix pattern, exchanger, reducer, shared scratch and timers, and the case's
-    ``[solver]`` and ``[boundary]`` tables (``steady``: SIMPLE iterations)."""
-
-    lmesh: Any
-    fc: Any
-    bc: Any
-    comps: Any
-    gradient: Any
-    pattern: Any
-    exchanger: Any
-    red: Any
-    workspace: Any
-    scratch: Any
-    timers: Any
-    solver: Any
-    boundary: Any
-    steady: bool = False
-    nonorth: bool = False  # the flow defers non-orthogonal diffusion: so do the closures
 
 
 def closure_name(physics) -> str:

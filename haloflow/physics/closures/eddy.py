@@ -47,7 +47,7 @@ def strain_invariants(g, c):
 
 class EddyViscosity:
     """An algebraic or one-equation SGS closure on one rank (``ctx``: the solver's
-    :class:`~haloflow.physics.closures.Context`)."""
+    :class:`~haloflow.physics.context.Context`)."""
 
     name = ""
 

@@ -141,7 +141,7 @@ def face_viscosity(owner, neighbour, weight, nu, nut, kind, nut_b, nu_face):
 
 class SpalartAllmaras:
     """The SA closure on one rank (``ctx``: the solver's
-    :class:`~haloflow.physics.closures.Context`)."""
+    :class:`~haloflow.physics.context.Context`)."""
 
     name = "spalart_allmaras"
 

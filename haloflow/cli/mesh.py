@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from ..mesh import MeshError
 from ..mpiutil import one_line
-from . import MeshError
 
 SOURCE_HELP = ("a Gmsh .msh file, an OpenFOAM case or polyMesh directory (or its .foam "
                "file), a case file (.toml) or a built-in case name")
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
 def load(source: str):
     """(mesh, the reader's notes, a label) for any source ``haloflow mesh`` accepts."""
     from ..case import builtin_cases, load_case
-    from . import from_case, read_mesh
+    from ..mesh import from_case, read_mesh
 
     path = Path(source)
     notes: list[str] = []
@@ -65,7 +65,7 @@ def load(source: str):
 
 
 def _check(mesh, notes, label) -> int:
-    from .quality import check
+    from ..mesh.quality import check
 
     rep = check(mesh, notes)
     print(f"Mesh {label}")
@@ -79,7 +79,7 @@ def _check(mesh, notes, label) -> int:
 
 def _convert(mesh, notes, out: Path, force: bool = False) -> int:
     from ..io.vtk import write_vtu
-    from .quality import cell_fields, topology_problems
+    from ..mesh.quality import cell_fields, topology_problems
 
     if out.suffix.lower() != ".vtu":
         raise MeshError(f"{out}: the output must be a .vtu file")

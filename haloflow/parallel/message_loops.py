@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...parallel import mpicall
-from ...parallel.mpicall import call_ipp, call_lock, call_msg, call_msg_out, call_rma, call_win
+from . import mpicall
+from .mpicall import call_ipp, call_lock, call_msg, call_msg_out, call_rma, call_win
 
 TAG = 1107
 

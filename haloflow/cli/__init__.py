@@ -39,7 +39,7 @@ exit codes: 0 success, 1 internal error, 2 bad input, 3 the solution diverged,
 # Sub-commands other than `run`: each module has add_parser(subparsers) and main(args).
 COMMANDS = {
     "bench": ".bench.halo",
-    "mesh": ".mesh.cli",
+    "mesh": ".cli.mesh",
     "netpipe": ".bench.netpipe",
     "scale": ".study.scale",
     "predict": ".study.predict",
@@ -47,9 +47,9 @@ COMMANDS = {
 
 
 def _run_parser(sub) -> None:
-    from .backends import BACKENDS
-    from .case import builtin_cases
-    from .parallel.halo import STAGING
+    from ..backends import BACKENDS
+    from ..case import builtin_cases
+    from ..parallel.halo import STAGING
 
     p = sub.add_parser(
         "run", help="run a case (serial, or under mpiexec)",
@@ -106,13 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_parser(sub)
     for module in COMMANDS.values():
-        importlib.import_module(module, __package__).add_parser(sub)
+        importlib.import_module(module, "haloflow").add_parser(sub)
     return parser
 
 
 def cmd_run(args) -> int:
-    from .case import CaseError, load_case
-    from .mpiutil import UserError, fail_fast, get_comm
+    from ..case import CaseError, load_case
+    from ..mpiutil import UserError, fail_fast, get_comm
 
     comm = get_comm()
     with fail_fast(comm, collective_errors=(UserError, CaseError)):
@@ -137,11 +137,11 @@ def cmd_run(args) -> int:
             raise UserError(f"--threads {threads}: expected at least 1")
         outdir = args.outdir
         if outdir is None:
-            from .run.outdir import default_outdir
+            from ..run.outdir import default_outdir
 
             outdir = comm.bcast(default_outdir(case.name) if comm.rank == 0 else None, root=0)
 
-        from .run import run_case
+        from ..run import run_case
 
         run_case(case, outdir, comm, threads=threads, force=args.force, quiet=args.quiet,
                  restart=restart)
@@ -151,10 +151,10 @@ def cmd_run(args) -> int:
 def _restart_case(args, overrides, comm):
     """``(checkpoint path, case)`` of ``--restart``: the newest checkpoint of the run folder
     (or the file given) and the case the run wrote, with ``--set`` applied."""
-    from .case import load_case
-    from .io.checkpoint import read_metadata
-    from .mpiutil import UserError
-    from .run.checkpointing import latest
+    from ..case import load_case
+    from ..io.checkpoint import read_metadata
+    from ..mpiutil import UserError
+    from ..run.checkpointing import latest
 
     src = Path(args.restart)
     if args.case is not None:
@@ -186,7 +186,7 @@ def main(argv=None) -> int:
     if args.command == "run":
         return cmd_run(args)
     if args.command in COMMANDS:
-        return importlib.import_module(COMMANDS[args.command], __package__).main(args)
+        return importlib.import_module(COMMANDS[args.command], "haloflow").main(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

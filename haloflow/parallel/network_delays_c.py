@@ -1,7 +1,7 @@
 """Network and slow-core emulation for MPI called from compiled code: C-callable wrappers of
 MPI_Startall, MPI_Waitall, MPI_Allreduce and MPI_Allgatherv that first let a slow core wait
 what its compute since the last call would have taken longer, call the library's function,
-and then wait as the emulated network says (``study.emulate``).
+and then wait as the emulated network says (:mod:`.network_delays`).
 
 Why: the compiled solvers (the aggregated halo strategy, the lockstep Krylov solves, the AMG
 cycle) call MPI through function addresses (``parallel.mpicall``), never through Python, so
@@ -16,8 +16,8 @@ from __future__ import annotations
 from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
-from ..parallel import mpicall
-from .emulate import (
+from . import mpicall
+from .network_delays import (
     ADDED,
     DELAYED,
     HEAD,
@@ -65,7 +65,7 @@ def sched_yield_address() -> int:
 
 def wrappers(real: dict, em, run_comm) -> dict:
     """Addresses of the wrapped ``startall``, ``waitall``, ``allreduce`` and ``allgatherv``
-    for emulation ``em`` (a ``study.emulate.Emulation``; its arrays must outlive the
+    for emulation ``em`` (a ``network_delays.Emulation``; its arrays must outlive the
     wrappers); network waits of collectives only on ``run_comm`` (the run's communicator's
     handle, a numpy integer of the MPI library's handle width)."""
     H = types.int32 if run_comm.dtype.itemsize == 4 else types.int64

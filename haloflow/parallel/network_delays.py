@@ -35,9 +35,9 @@ from time import perf_counter
 
 import numpy as np
 
-from .model import Curve
+from ..io.network import Curve
 
-# layout of the shared state array (float64), also read and written by study/emulate_c.py:
+# layout of the shared state array (float64), also read and written by network_delays_c.py:
 # SLOW = 1/speed - 1 (0: a full-speed core), LAST = when its compute last resumed
 # (CLOCK_MONOTONIC seconds), SLOWED = seconds a slow core waited
 ADDED, DELAYED, MATCHED, UNMATCHED, NKEYS, SLOW, LAST, SLOWED = range(8)

@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ..physics.patches import EMPTY, FIXED, SYMMETRY, ZERO_GRADIENT
+from .patches import EMPTY, FIXED, SYMMETRY, ZERO_GRADIENT
 
 
 def cell_faces(lmesh, owner, kinds) -> tuple[np.ndarray, ...]:
