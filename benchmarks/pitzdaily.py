@@ -38,6 +38,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _common import BIN, REPO
 from openfoam import (
     HEAD,
     add_side_by_side_options,
@@ -47,8 +48,7 @@ from openfoam import (
     wait_quiet,
 )
 
-BIN = Path(sys.executable).parent
-CASES = Path(__file__).resolve().parents[1] / "haloflow" / "cases"
+CASES = REPO / "haloflow" / "cases"
 
 NU = 1e-3
 U_IN = 10.0

@@ -62,6 +62,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import BIN
 from openfoam import (
     HEAD,
     add_side_by_side_options,
@@ -71,7 +72,6 @@ from openfoam import (
     wait_quiet,
 )
 
-BIN = Path(sys.executable).parent
 GNU_TIME = "/usr/bin/time"
 NU = 0.0025
 U_LID = 1.0

@@ -1,7 +1,7 @@
 """What the timing loop costs: 1-byte ping-pong latency with the loop in compiled code and
 in Python, on the same ranks, interleaved.
 
-    .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/netpipe_loops.py [--rounds 7]
+    .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/studies/netpipe_loops.py [--rounds 7]
 
 Loops (each a round trip of 1 byte between ranks 0 and 1, one buffer, hot in cache):
 
@@ -28,11 +28,10 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from haloflow.bench.netpipe import loops as kernels
+from haloflow.parallel import mpicall
 
-from haloflow.bench.netpipe import loops as kernels  # noqa: E402
-from haloflow.parallel import mpicall  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 TAG = 9
 
