@@ -11,7 +11,7 @@ Loops (each a round trip of 1 byte between ranks 0 and 1, one buffer, hot in cac
                (`--engine python`)
   persistent   Python loop, persistent requests: Start + Wait for the send, then the receive
   sendrecv     Python loop, one comm.Sendrecv per direction-change (the receive of one leg
-               posted with the send of the next; DESIGN.md section 8's third variant)
+               posted with the send of the next)
 
 Each figure is the minimum over rounds of the mean one-way time of a ~0.2 s trial; rank 0
 prints a table and writes JSON (default benchmarks/results/netpipe_loops.json).

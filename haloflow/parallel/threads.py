@@ -1,7 +1,7 @@
 """Serial or threaded builds of the vector and SpMV kernels, chosen once per run.
 
 A numba ``parallel=True`` kernel starts its thread pool on every call.  With one thread per
-rank, the layout that uses a machine best (DESIGN.md section 8), that costs 3-10 % of a
+rank, the layout that uses a machine best (docs/design.md, section 11), that costs 3-10 % of a
 cavity step against plain compiled loops (128², 1 rank: 0.049 against 0.054 s/step, A/B
 in one session); with two threads on a small mesh the launches cost more than the second core
 brings (128²: 0.11-0.15 s/step).  So every such
