@@ -12,8 +12,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from _common import busy, wait_quiet  # noqa: F401 (re-exported for the racing scripts)
-
 BASHRCS = ("/usr/share/openfoam/etc/bashrc", "/usr/lib/openfoam/openfoam/etc/bashrc")
 HEAD = "FoamFile {{ version 2.0; format ascii; class {cls}; object {obj}; }}\n"
 

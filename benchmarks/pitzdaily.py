@@ -38,14 +38,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import BIN, REPO
+from _common import BIN, REPO, wait_quiet
 from openfoam import (
     HEAD,
     add_side_by_side_options,
     foam_env,
     mpirun_command,
     run_foam,
-    wait_quiet,
 )
 
 CASES = REPO / "haloflow" / "cases"

@@ -62,14 +62,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import BIN
+from _common import BIN, wait_quiet
 from openfoam import (
     HEAD,
     add_side_by_side_options,
     foam_env,
     mpirun_command,
     run_foam,
-    wait_quiet,
 )
 
 GNU_TIME = "/usr/bin/time"

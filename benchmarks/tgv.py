@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 import tgv_openfoam
-from _common import BIN
-from openfoam import foam_env, mpirun_command, wait_quiet
+from _common import BIN, wait_quiet
+from openfoam import foam_env, mpirun_command
 
 from haloflow.io import refdata
 
