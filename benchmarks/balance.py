@@ -19,15 +19,10 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from openfoam import wait_quiet  # noqa: E402
-
-BIN = Path(sys.executable).parent
-RESULTS = Path(__file__).parent / "results"
+from _common import BIN, RESULTS, wait_quiet
 
 
 def one_run(balance: str, a, work: Path) -> dict:

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
+from _common import BIN
 
 
 def run(ranks: int, args: list[str], workdir: Path) -> dict:

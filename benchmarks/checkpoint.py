@@ -18,15 +18,11 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from openfoam import wait_quiet  # noqa: E402
-from race import BIN, haloflow_sets  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
+from _common import BIN, RESULTS, wait_quiet
+from race import haloflow_sets
 
 
 def one_run(n: int, ranks: int, steps: int, every: int, work: Path, quiet: tuple) -> dict:

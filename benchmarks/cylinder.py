@@ -23,7 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
+from _common import BIN
+
 RE20 = ("cd_final", "cl_final", "dp_final", "la")
 RE100 = ("st", "cd_max", "cl_max", "dp_half_period")
 

@@ -65,7 +65,6 @@ def _field(cls, obj, dims, internal, bcs) -> str:
 
 
 def write_case(root: Path, cells_around: int, dt: float, end_time: float) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from haloflow.case import load_case
     from haloflow.mesh import from_case
 

@@ -20,9 +20,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import REPO, read_fields
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 STRATEGIES = ("aggregated", "packed", "perfield", "overlap", "neighbor")
 
 
@@ -38,8 +37,6 @@ def _run(mpiexec, ranks, backend, strategy, a, out: Path, simulate: bool) -> Non
 
 
 def main() -> None:
-    from tests.fieldio import read_fields
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", default="2,3")
     p.add_argument("--cells", type=int, default=16)

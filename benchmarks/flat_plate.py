@@ -26,9 +26,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import BIN, REPO
 
-BIN = Path(sys.executable).parent
-REPO = Path(__file__).resolve().parents[1]
 MESH = REPO / "haloflow" / "cases" / "flat_plate" / "blockMeshDict"
 STATIONS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.97, 1.5, 1.9)
 

@@ -42,7 +42,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _common import REPO
+
 VARIANTS = ("perfield", "packed", "aggregated")
 SEED = {"perfield": "original", "packed": "bandwidth-optimized",
         "aggregated": "latency-optimized"}
@@ -171,7 +172,6 @@ def floor(repeat: int = 300) -> dict:
 
     import numpy as np
 
-    sys.path.insert(0, str(REPO))
     from haloflow.backends import make
 
     be = make("cuda")
@@ -231,7 +231,6 @@ def _table(results) -> str:
 
 
 def _chart(path: Path, results, title: str) -> None:
-    sys.path.insert(0, str(REPO))
     import numpy as np
 
     from haloflow.io.figure import figure, save

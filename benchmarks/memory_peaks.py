@@ -22,8 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import race  # noqa: E402 (the race's own settings and GNU time wrapper)
+import race  # the race's own settings and GNU time wrapper
 
 
 def one(n: int, ranks: int, steps: int) -> dict:

@@ -28,12 +28,10 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from haloflow.study import model as M  # noqa: E402
-from haloflow.study.predict import halos, load_profile, shm_curve  # noqa: E402
+from haloflow.study import model as M
+from haloflow.study.predict import halos, load_profile, shm_curve
 
 
 def geometry(cells: int, dims: int) -> list[str]:
@@ -126,7 +124,7 @@ def main() -> None:
                          "skipped when its extrap command is absent)")
     ap.add_argument("--extrap-cmd", help="Extra-P's extrap command (default: on PATH)")
     ap.add_argument("--shm", type=Path, help="shared-memory NetPIPE curve (default: cached)")
-    ap.add_argument("-o", default=str(ROOT / "benchmarks/results/model_check.json"))
+    ap.add_argument("-o", default=str(REPO / "benchmarks/results/model_check.json"))
     a = ap.parse_args()
     ranks = sorted({1} | {int(x) for x in a.ranks.split(",")})
     nets = [n.strip() for n in a.networks.split(",") if n.strip()]

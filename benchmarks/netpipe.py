@@ -36,15 +36,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import BIN, REPO
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-sys.path.insert(0, str(REPO))
-
-from haloflow.bench.netpipe.plot import sweep_png  # noqa: E402
-from haloflow.bench.netpipe.sizes import parse_size  # noqa: E402
-from haloflow.bench.netpipe.summary import summarize  # noqa: E402
-from haloflow.io.netpipe_file import read_out  # noqa: E402
+from haloflow.bench.netpipe.plot import sweep_png
+from haloflow.bench.netpipe.sizes import parse_size
+from haloflow.bench.netpipe.summary import summarize
+from haloflow.io.netpipe_file import read_out
 
 DEBIAN_MPICH = Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")
 

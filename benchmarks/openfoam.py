@@ -1,6 +1,7 @@
-"""What the benchmarks against OpenFOAM share: finding it, running its tools, a quiet machine.
+"""What the benchmarks against OpenFOAM share: finding it, running its tools, their options.
 
-Imported by pitzdaily.py, cylinder_openfoam.py and race.py (run as scripts from this folder).
+Imported by the scripts that race OpenFOAM (race.py, pitzdaily.py, pitzdaily_les.py, tgv.py,
+cylinder_openfoam.py); the quiet-machine helpers are in _common.py.
 """
 
 from __future__ import annotations
@@ -13,34 +14,6 @@ from pathlib import Path
 
 BASHRCS = ("/usr/share/openfoam/etc/bashrc", "/usr/lib/openfoam/openfoam/etc/bashrc")
 HEAD = "FoamFile {{ version 2.0; format ascii; class {cls}; object {obj}; }}\n"
-
-
-# -- a quiet machine ---------------------------------------------------------------------------
-
-def busy(dt: float = 1.0) -> float | None:
-    """Fraction of all cores busy over ``dt`` seconds (/proc/stat), None where unknown."""
-    def sample():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return sum(v), v[3] + v[4]  # total, idle + iowait
-
-    try:
-        t0, i0 = sample()
-        time.sleep(dt)
-        t1, i1 = sample()
-    except OSError:
-        return None
-    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
-
-
-def wait_quiet(threshold: float, limit: float) -> float | None:
-    """Wait (up to ``limit`` s) until other jobs use less than ``threshold`` of the cores;
-    the busy fraction last seen."""
-    end = time.monotonic() + limit
-    b = busy()
-    while b is not None and b > threshold and time.monotonic() < end:
-        b = busy()
-    return b
 
 
 # -- OpenFOAM ----------------------------------------------------------------------------------

@@ -38,17 +38,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _common import BIN, REPO, wait_quiet
 from openfoam import (
     HEAD,
     add_side_by_side_options,
     foam_env,
     mpirun_command,
     run_foam,
-    wait_quiet,
 )
 
-BIN = Path(sys.executable).parent
-CASES = Path(__file__).resolve().parents[1] / "haloflow" / "cases"
+CASES = REPO / "haloflow" / "cases"
 
 NU = 1e-3
 U_IN = 10.0

@@ -20,18 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
+from _common import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from haloflow.case import load_case  # noqa: E402
-from haloflow.mesh import from_case  # noqa: E402
-from haloflow.mesh.core import cell_adjacency  # noqa: E402
-from haloflow.parallel import topology as topo  # noqa: E402
+from haloflow.case import load_case
+from haloflow.mesh import from_case
+from haloflow.mesh.core import cell_adjacency
+from haloflow.parallel import topology as topo
 
 
 def diagonal_halves(mesh) -> np.ndarray:
@@ -49,7 +46,7 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=32)
     ap.add_argument("--layouts", default="2x4,2x8,4x4,4x2", help="nodes x ranks per node")
     ap.add_argument("-o", "--output", type=Path,
-                    default=ROOT / "benchmarks" / "results" / "placement.json")
+                    default=REPO / "benchmarks" / "results" / "placement.json")
     a = ap.parse_args()
     n = a.cells
     case = load_case("cavity", [f"mesh.cells=[{n},{n},{n}]", "boundary.front.type=wall",

@@ -14,22 +14,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 from time import perf_counter
 
 import numba as nb
 import numpy as np
+from _common import REPO
+from model_check import run as cavity_run
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from model_check import run as cavity_run  # noqa: E402
-
-from haloflow.parallel import mpicall  # noqa: E402
-from haloflow.parallel.halo import aggregated  # noqa: E402
-from haloflow.parallel.timers import Timers  # noqa: E402
+from haloflow.parallel import mpicall
+from haloflow.parallel.halo import aggregated
+from haloflow.parallel.timers import Timers
 
 
 def best_of(fn, repeat=20000, trials=5) -> float:
@@ -103,7 +99,7 @@ def main() -> None:
     ap.add_argument("--cells", default="128,256")
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("-o", default=str(ROOT / "benchmarks/results/profile_overhead.json"))
+    ap.add_argument("-o", default=str(REPO / "benchmarks/results/profile_overhead.json"))
     a = ap.parse_args()
     cost = {"phase_s": phase_cost(), "allreduce_timing_s": perf_counter_pair(),
             "exchange_clocks_s": 4 * compiled_clock()}

@@ -62,16 +62,15 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import BIN, wait_quiet
 from openfoam import (
     HEAD,
     add_side_by_side_options,
     foam_env,
     mpirun_command,
     run_foam,
-    wait_quiet,
 )
 
-BIN = Path(sys.executable).parent
 GNU_TIME = "/usr/bin/time"
 NU = 0.0025
 U_LID = 1.0

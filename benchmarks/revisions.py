@@ -26,8 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
-REPO = Path(__file__).resolve().parents[1]
+from _common import BIN, REPO
 
 QUIET = ["--quiet", "--force", "--set", "output.fields=false", "--set", "output.plots=false",
          "--set", "postprocess.cavity=false"]

@@ -31,20 +31,14 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from _common import REPO, wait_quiet
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from dataclasses import replace  # noqa: E402
-
-from openfoam import wait_quiet  # noqa: E402
-
-from haloflow.study import model as M  # noqa: E402
-from haloflow.study.predict import halos, load_profile, parse_ranks, shm_curve  # noqa: E402
+from haloflow.study import model as M
+from haloflow.study.predict import halos, load_profile, parse_ranks, shm_curve
 
 NETWORKS = ("infiniband-fdr", "gige-tcp")
 CORES_PER_NODE = 12
@@ -190,7 +184,7 @@ def main() -> None:
     ap.add_argument("--busy", type=float, default=0.1,
                     help="wait until the cores are at most this busy before a run")
     ap.add_argument("--wait", type=float, default=120.0, help="longest wait for quiet (s)")
-    ap.add_argument("-o", default=str(ROOT / "benchmarks/results/scaling.json"))
+    ap.add_argument("-o", default=str(REPO / "benchmarks/results/scaling.json"))
     a = ap.parse_args()
     n = a.cells
     with tempfile.TemporaryDirectory() as tmp:

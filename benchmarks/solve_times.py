@@ -27,13 +27,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import race  # the race's settings
 from mpi4py import MPI
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import race  # noqa: E402 (the race's settings)
-
-from haloflow.cli import main as haloflow_main  # noqa: E402
-from haloflow.linalg import kcycle  # noqa: E402
+from haloflow.cli import main as haloflow_main
+from haloflow.linalg import kcycle
 
 
 def timed(record: list, fn):

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 import tgv_openfoam
-from openfoam import foam_env, mpirun_command, wait_quiet
+from _common import BIN, wait_quiet
+from openfoam import foam_env, mpirun_command
 
 from haloflow.io import refdata
 
-BIN = Path(sys.executable).parent
 # closures pisoFoam v1912 has no counterpart of (its dynamicKEqn is another model)
 HALOFLOW_ONLY = ("dynamicSmagorinsky",)
 

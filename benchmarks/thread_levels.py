@@ -26,18 +26,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
+from scaling import case_sets
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from scaling import case_sets  # noqa: E402
-
-from haloflow.case import load_case  # noqa: E402
-from haloflow.linalg import cycle, kcycle  # noqa: E402
-from haloflow.run.setup import setup  # noqa: E402
+from haloflow.case import load_case
+from haloflow.linalg import cycle, kcycle
+from haloflow.run.setup import setup
 
 
 def configurations(base: np.ndarray) -> dict:

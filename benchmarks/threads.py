@@ -32,12 +32,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from openfoam import busy, wait_quiet  # noqa: E402
-from scaling import case_sets  # noqa: E402
+from _common import REPO, busy, wait_quiet
+from scaling import case_sets
 
 LAYOUTS = ((1, 1, "sleep"), (1, 2, "sleep"), (1, 2, "auto"), (1, 2, "spin"), (2, 1, "sleep"))
 # (ranks, threads per rank, parallel.thread_wait)
@@ -78,7 +74,7 @@ def main() -> None:
     ap.add_argument("--busy", type=float, default=0.1,
                     help="wait until the cores are at most this busy before a run")
     ap.add_argument("--wait", type=float, default=120.0, help="longest wait for quiet (s)")
-    ap.add_argument("-o", default=str(ROOT / "benchmarks/results/threads.json"))
+    ap.add_argument("-o", default=str(REPO / "benchmarks/results/threads.json"))
     a = ap.parse_args()
     runs = {lay: [] for lay in LAYOUTS}
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,7 +7,7 @@ one and then loads the other stalls on a false dependence (4K aliasing).  Face l
 exactly that: the Gauss gradient adds into ``grad[0, o]``, ``grad[1, o]``, ``grad[2, o]``.
 On the 64³ cavity's half on 2 ranks (135 168 cells, 33 pages a row) that loop took 22-28
 ns per face instead of 6, and the 1-rank 64³ cavity (64 pages a row) lost about a fifth of
-its momentum assembly's and solve's time (docs/performance.md, sixteenth pass).
+its momentum assembly's and solve's time.
 
 So the solver's vector fields are views of a wider block: each row starts at least 512
 bytes away, in the page, from where the previous one starts.  Always at least 8 doubles

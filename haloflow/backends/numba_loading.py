@@ -2,7 +2,7 @@
 
 A run whose kernels are all in numba's cache (``cache=True``) needs no compiler, yet numba
 starts one in every process.  On the 2³ cavity a rank's peak resident set was 189 MB, and
-three of numba's habits made about 50 MB of it (docs/performance.md, sixteenth pass):
+three of numba's habits made about 50 MB of it (docs/performance.md, "Memory"):
 
 - **Its runtime is compiled at every start.**  numba's NRT functions (reference counts, the
   atomic operations) are built from LLVM IR in each process, and running LLVM's optimiser and

@@ -21,7 +21,7 @@ preconditioned CG (:func:`.krylov.pcg`, :func:`.krylov.fcg`) makes two per itera
 
 Iteration counts (tests/unit/test_lowsync.py, model Poisson problems): Jacobi variants equal classic
 CG within one iteration; with the AMG, ``cg1`` equals FCG within one iteration and
-``pipecg`` needs more (docs/performance.md, "Fewer reductions (issue 13)").
+``pipecg`` needs more (docs/performance.md, "Reductions").
 Same interface and stopping rule as :func:`.krylov.pcg`: ``precond(r, z)`` (None: Jacobi
 fused into the vector kernels), tolerance relative to ``||b||``, ``rel_tol`` as OpenFOAM's
 relTol; scratch vectors from the :class:`.krylov.Workspace` (``reserve`` them once).

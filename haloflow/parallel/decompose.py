@@ -16,7 +16,7 @@ METHODS = ("metis", "rcb", "rcb-planes", "simple")
 # rank with the most neighbours, and at scale their messages, not their bytes, are its
 # cost: a cube of 62^3 cells into 96 parts gives the busiest part 15 neighbours instead of
 # 20 (24 parts: 10 instead of 13; 1024: 18 instead of 21) for an edge cut within 1 %; up
-# to 8 parts the parts are the same (docs/performance.md, twentieth pass).
+# to 8 parts the parts are the same (docs/performance.md, "Strong scaling").
 METIS_OPTIONS = {"seed": 1, "minconn": 1}
 
 

@@ -1,7 +1,7 @@
 """NetPIPE's inner loops in compiled code, calling MPI through the library's own functions.
 
 Why: a shared-memory ping-pong takes about 0.3 us in C, and from Python every MPI call adds
-0.3-1 us of interpreter and mpi4py work (DESIGN.md section 8), which would be most of what a
+0.3-1 us of interpreter and mpi4py work (docs/design.md, section 11), which would be most of what a
 latency benchmark reports.  The function addresses come from
 :func:`haloflow.parallel.mpicall.addresses` and are passed to the kernels as integers (the
 ``fns`` array, indexed by the constants below), so the compiled kernels stay in numba's

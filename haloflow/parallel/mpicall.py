@@ -3,7 +3,7 @@ intrinsics that call a C function at an integer address.
 
 Why: from Python each MPI call costs about 0.3-1 µs of interpreter and mpi4py work, while a
 small halo exchange takes a few microseconds and a shared-memory ping-pong 0.3 µs
-(DESIGN.md section 8).  As PyFR does for MPI_Startall, the functions come from the MPI
+(docs/design.md, section 11).  As PyFR does for MPI_Startall, the functions come from the MPI
 library mpi4py already loaded, so no package is added (numba-mpi would be, and it is GPL-3).
 Kernels receive the addresses as plain integers (in arguments or a control array) and call
 them through the intrinsics below, so they stay in numba's on-disk cache across processes.

@@ -1,9 +1,9 @@
 """Serial or threaded builds of the vector and SpMV kernels, chosen once per run.
 
 A numba ``parallel=True`` kernel starts its thread pool on every call.  With one thread per
-rank, the layout that uses a machine best (DESIGN.md section 8), that costs 3-10 % of a
+rank, the layout that uses a machine best (docs/design.md, section 11), that costs 3-10 % of a
 cavity step against plain compiled loops (128², 1 rank: 0.049 against 0.054 s/step, A/B
-in one session); with two threads on a small mesh the launches cost more than the second core
+runs taking turns); with two threads on a small mesh the launches cost more than the second core
 brings (128²: 0.11-0.15 s/step).  So every such
 kernel is compiled both ways, the serial build is bound by default, and ``use_threads``
 binds the threaded builds only when a rank has threads to spare and rows enough to share.
@@ -31,7 +31,7 @@ MIN_ROWS = int(os.environ.get("HALOFLOW_THREAD_MIN_ROWS", 100_000))
 # cavity, 1 rank x 2 threads, levels of 262 144, 65 536, 16 384, 4 096 and 1 024 rows):
 # threading the 16 384-row level as well as the two finer ones saved 2-10 % of the solve,
 # the 4 096-row level -4 to +6 %, the 1 024-row level nothing or less
-# (benchmarks/thread_levels.py; docs/performance.md, twelfth pass).  Never more than
+# (benchmarks/thread_levels.py; docs/performance.md, "Threads").  Never more than
 # MIN_ROWS, so that lowering it for tests reaches the levels too.
 LEVEL_MIN_ROWS = min(MIN_ROWS, 8192)
 

@@ -1,4 +1,4 @@
-"""Per-phase wall-clock timers and call counters (DESIGN.md section 6).
+"""Per-phase wall-clock timers and call counters (docs/design.md, section 9).
 
 ``with timers("solve_p"): ...`` adds the elapsed seconds to that phase.  Phase objects are
 cached, so a timed block costs two ``perf_counter`` calls and no allocation.  Under an

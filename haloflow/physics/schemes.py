@@ -245,8 +245,8 @@ def cubic_source(owner, neighbour, weight, phi, d, U, gradU, comps, b):
     kN d.grad U_N`` beyond linear, ``d`` from owner to neighbour centre.  On a uniform mesh
     ``(d/8).(grad U_P - grad U_N)``: fourth order, symmetric in the two cells, with less
     dispersion error on an LES's grid-scale eddies.  Not energy-neutral where the flux
-    varies from face to face: a nearly inviscid vortex loses about 1 % more energy than
-    with linear (docs/performance.md, "Twenty-first pass")."""
+    varies from face to face: a nearly inviscid vortex (12³, nu 1e-5, to t = 3) loses about
+    1 % more energy than with linear."""
     for f in range(len(neighbour)):
         o = owner[f]
         n = neighbour[f]

@@ -71,7 +71,7 @@ def set_threads(threads: int, wait: str = "sleep", comm=None) -> str | None:
     shared cores, say ``sleep``.  On this VM's idle cores the 64^3 pressure solve alone ran
     1.1-1.6x faster spinning briefly than sleeping (separate processes), but whole steps
     showed no steady difference (1 rank x 2 threads, three runs of five, sleeping best in
-    one, ``auto`` in two: docs/performance.md, twelfth pass), so the safe ``sleep`` stays the
+    one, ``auto`` in two: docs/performance.md, "Threads"), so the safe ``sleep`` stays the
     default.  Set before numba starts its threads, which is when OpenMP reads it.
     Collective where ``wait`` is ``auto`` (the node's ranks)."""
     import os

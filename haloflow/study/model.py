@@ -1,4 +1,4 @@
-"""Performance model (DESIGN.md section 6): time per step on P ranks from one run's profile.
+"""Performance model (docs/design.md, section 9): time per step on P ranks from one run's profile.
 
 One run's ``profile.json`` (usually on one rank) tells how much work a step is and how it
 communicates: compute seconds, the seconds of the AMG levels that every rank of a parallel run

@@ -3,7 +3,7 @@
 Each configuration is an ordinary ``haloflow run`` started through a launcher (the venv's own
 mpiexec by default, or a template such as srun's), so the sweep measures exactly what a user
 would get.  Nothing is timed here: each run's profile.json and summary.json are read back
-(DESIGN.md section 6) into one row of ``scale.csv``, from which report.py draws the plots.
+(docs/design.md, section 9) into one row of ``scale.csv``, from which report.py draws the plots.
 A failed configuration is recorded and the sweep goes on.
 """
 

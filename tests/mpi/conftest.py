@@ -1,4 +1,4 @@
-"""Launching real MPI jobs: the venv's own ``mpiexec`` (DESIGN.md section 8), with a timeout.
+"""Launching real MPI jobs: the venv's own ``mpiexec`` (docs/design.md, section 11), with a timeout.
 
 Two ways to run on several ranks:
 

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from haloflow.linalg.amg import gs_rows, gs_sweep
+from haloflow.linalg.amg_kernels import gs_rows, gs_sweep
 from haloflow.linalg.device_solve import _cut_schedule
 from haloflow.linalg.wavefronts import wavefronts
 

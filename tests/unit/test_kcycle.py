@@ -15,7 +15,8 @@ from haloflow.linalg import cycle as cycle_tables
 from haloflow.linalg import kcycle
 from haloflow.linalg import krylov as K
 from haloflow.linalg import lowsync as L
-from haloflow.linalg.amg import AMG, lu_solve
+from haloflow.linalg.amg import AMG
+from haloflow.linalg.amg_kernels import lu_solve
 from haloflow.linalg.poisson import laplacian, smooth_rhs
 from haloflow.mesh import from_case as mesh_from_case
 from haloflow.mesh.blocks import box

@@ -1,4 +1,4 @@
-"""The one interface every halo-exchange strategy implements (DESIGN.md section 4).
+"""The one interface every halo-exchange strategy implements (docs/design.md, section 5).
 
 An exchanger needs only five attributes of the mesh object it is given: ``n_owned``,
 ``neighbours``, ``send_ptr``, ``send_cells`` and ``recv_ptr`` (see ``parallel/local.py``), so

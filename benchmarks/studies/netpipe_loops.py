@@ -1,7 +1,7 @@
 """What the timing loop costs: 1-byte ping-pong latency with the loop in compiled code and
 in Python, on the same ranks, interleaved.
 
-    .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/netpipe_loops.py [--rounds 7]
+    .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/studies/netpipe_loops.py [--rounds 7]
 
 Loops (each a round trip of 1 byte between ranks 0 and 1, one buffer, hot in cache):
 
@@ -11,7 +11,7 @@ Loops (each a round trip of 1 byte between ranks 0 and 1, one buffer, hot in cac
                (`--engine python`)
   persistent   Python loop, persistent requests: Start + Wait for the send, then the receive
   sendrecv     Python loop, one comm.Sendrecv per direction-change (the receive of one leg
-               posted with the send of the next; DESIGN.md section 8's third variant)
+               posted with the send of the next)
 
 Each figure is the minimum over rounds of the mean one-way time of a ~0.2 s trial; rank 0
 prints a table and writes JSON (default benchmarks/results/netpipe_loops.json).
@@ -28,11 +28,10 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from haloflow.parallel import message_loops as kernels
+from haloflow.parallel import mpicall
 
-from haloflow.parallel import message_loops as kernels  # noqa: E402
-from haloflow.parallel import mpicall  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 TAG = 9
 

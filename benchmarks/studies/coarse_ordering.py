@@ -6,7 +6,7 @@ to ``MAX_OWN_ORDER`` rows) and under SuperLU's multiple minimum degree on A + A'
 used before), and the time each ordering takes.  Fewer entries: a cheaper factorisation and
 coarse solve.  Writes JSON (default benchmarks/results/coarse_ordering.json).
 
-    .venv/bin/python benchmarks/coarse_ordering.py
+    .venv/bin/python benchmarks/studies/coarse_ordering.py
 """
 
 from __future__ import annotations
