@@ -55,6 +55,18 @@ def require_mpiexec() -> Path:
     return exe
 
 
+def require_c_mpi() -> None:
+    """The MPI library's C functions (``mpicall.addresses()``) that the compiled solvers call;
+    without them a skip, or a failure under CI (``CI`` set): CI must test those solvers."""
+    from haloflow.parallel import mpicall
+
+    if mpicall.addresses() is None:
+        why = "the MPI library's C functions were not found (mpicall.addresses() is None)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}; CI must test the compiled solvers", pytrace=False)
+        pytest.skip(why)
+
+
 def mpi_env() -> dict[str, str]:
     """Environment for the ranks: the repo importable, one numba/OpenMP thread per rank."""
     env = dict(os.environ)

@@ -15,10 +15,10 @@ from haloflow.linalg import lowsync as L
 from haloflow.linalg.amg import AMG
 from haloflow.linalg.poisson import laplacian, smooth_rhs
 from haloflow.mesh.blocks import box
-from haloflow.parallel import mpicall
 from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local, distribute
 from haloflow.parallel.reduce import Reducer
+from tests.mpi.conftest import require_c_mpi
 
 
 def _counters(amg, exs):
@@ -43,8 +43,7 @@ def _reset(amg, exs):
 @pytest.mark.parallel(ranks=[2, 3], timeout=300)
 def test_compiled_solve_matches_python_path(nranks):
     comm = MPI.COMM_WORLD
-    if mpicall.addresses() is None:
-        pytest.skip("no C MPI functions")
+    require_c_mpi()
     for cells, dirichlet in (((48, 40, 1), False), ((14, 12, 10), True),
                              ((20, 20, 20), False)):
         mesh = box(cells) if comm.rank == 0 else None
@@ -88,8 +87,7 @@ def test_coarse_cycles_match_serial_and_each_other(nranks):
     in its serial iteration count +-1 to the serial answer (1e-8 relative), AMLI in the
     K-cycle's +-1 with one reduction per iteration."""
     comm = MPI.COMM_WORLD
-    if mpicall.addresses() is None:
-        pytest.skip("no C MPI functions")
+    require_c_mpi()
     cells = (20, 20, 20)
     mesh = box(cells)
     lm = distribute(mesh if comm.rank == 0 else None,

@@ -211,8 +211,12 @@ def test_overlap_fraction_per_size(haloflow_mpi, tmp_path):
     rows = json.loads(out.with_suffix(".json").read_text())["overlap"]
     assert [r["message_bytes"] for r in rows] == [1 << k for k in range(17)]
     for r in rows:
-        assert 0.0 <= r["overlap"] <= 1.0
-        assert r["exchange_s"] > 0 and r["both_s"] > 0
+        exch, comp, both = r["exchange_s"], r["compute_s"], r["both_s"]
+        assert exch > 0 and both > 0
+        # the fraction from the row's own three times, then clipped to [0, 1]
+        frac = (exch + comp - both) / min(exch, comp)
+        assert r["overlap_unclipped"] == pytest.approx(frac, rel=1e-12, abs=1e-12), r
+        assert r["overlap"] == pytest.approx(min(1.0, max(0.0, frac)), abs=1e-12), r
         # the computation was calibrated to last as long as the exchange
         assert r["compute_s"] == pytest.approx(r["exchange_s"], rel=0.05, abs=2e-8)
     assert (tmp_path / "ov-overlap.png").stat().st_size > 0

@@ -12,8 +12,8 @@ library has a progress thread or the network offloads them.  Per size, both rank
 - ``both_s``: Irecv + Isend, the computation, Waitall;
 
 and the overlap fraction is ``(exchange_s + compute_s - both_s) / min(exchange_s,
-compute_s)``, clipped to [0, 1]: 1 when the slower of the two hides the other, 0 when they
-add up.
+compute_s)`` (``overlap_unclipped``), clipped to [0, 1] (``overlap``): 1 when the slower of the
+two hides the other, 0 when they add up.
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def overlap_sweep(link, tr, sizes, trial_time: float, trials: int, progress=None
         frac = (exch + compute - both) / min(exch, compute)
         rows.append({"message_bytes": n, "exchange_s": exch, "compute_s": compute,
                      "both_s": both, "spin_iterations": otr.iters,
+                     "overlap_unclipped": float(frac),
                      "overlap": float(min(1.0, max(0.0, frac)))})
         if progress is not None:
             progress(rows[-1])
