@@ -43,6 +43,7 @@ COMMANDS = {
     "netpipe": ".bench.netpipe",
     "scale": ".study.scale",
     "predict": ".study.predict",
+    "trace": ".study.trace.command",
 }
 
 

@@ -60,6 +60,20 @@ def wrap(replacements: dict[str, int] | None) -> None:
     _WRAPPED.update(replacements or {})
 
 
+def _preloaded() -> ctypes.CDLL | None:
+    """The process's global symbols where a library is preloaded (LD_PRELOAD: a PMPI tool such
+    as ``haloflow trace``'s) and they hold MPI, so that compiled code calls the tool's
+    wrappers, as the dynamic linker binds mpi4py's calls, instead of going past them."""
+    if not os.environ.get("LD_PRELOAD"):
+        return None
+    try:
+        everything = ctypes.CDLL(None)
+        everything.MPI_Startall  # noqa: B018 (an AttributeError if MPI is not global)
+    except (OSError, AttributeError):
+        return None
+    return everything
+
+
 @cache
 def library_addresses() -> dict[str, int] | None:
     """The MPI library's own functions (see :func:`addresses`)."""
@@ -70,7 +84,8 @@ def library_addresses() -> dict[str, int] | None:
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        fns = {k: getattr(mpi, name) for k, name in FUNCTIONS.items()}
+        lib = _preloaded() or mpi
+        fns = {k: getattr(lib, name) for k, name in FUNCTIONS.items()}
         fns["clock"] = libc.clock_gettime
     except (OSError, AttributeError, TypeError):
         return None

@@ -16,6 +16,8 @@ import numpy as np
 
 from . import gains as G
 from . import model as M
+from . import predict_simgrid as S
+from .trace import TraceError
 
 EPILOG = """\
 examples:
@@ -49,8 +51,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "predict", help="predict time per step on other networks and rank counts",
         description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", required=True, type=Path, metavar="RUN/profile.json",
-                   help="profile.json of a run (a 1-rank run is the usual calibration)")
+    p.add_argument("--profile", type=Path, metavar="RUN/profile.json",
+                   help="profile.json of a run (a 1-rank run is the usual calibration); "
+                        "required but with --engine simgrid")
     p.add_argument("--network", default="shm", metavar="NAME|FILE.out[,...]",
                    help="network preset(s) or NetPIPE .out file(s), comma-separated "
                         "(default: shm)")
@@ -88,6 +91,7 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--outdir", type=Path,
                    help="write predict.csv, predict.json and plots here (new or empty)")
     p.add_argument("--quiet", action="store_true", help="only the summary lines")
+    S.add_arguments(p)
 
 
 def parse_ranks(text: str) -> list[int]:
@@ -299,7 +303,7 @@ def main(args) -> int:
 
     try:
         return _main(args)
-    except M.ModelError as e:
+    except (M.ModelError, TraceError) as e:
         print(one_line(f"haloflow: error: {e}"), file=sys.stderr)
         return 2
 
@@ -359,6 +363,11 @@ def _main(args) -> int:
     names = [n.strip() for n in args.network.split(",") if n.strip()]
     if not names:
         raise M.ModelError("--network: expected at least one network")
+    if args.engine == "simgrid":
+        return _simgrid(args, names, lay, log)
+    if args.profile is None:
+        raise M.ModelError("--profile RUN/profile.json is required (but with --engine "
+                           "simgrid --trace DIR)")
     prof, w = load_profile(args.profile)
     eff, eff_note = thread_efficiency(args, prof, w)
     nets = [None if n == "shm" else M.network(n) for n in names]
@@ -397,6 +406,26 @@ def _main(args) -> int:
         _write(args.outdir, summaries, w, prof, lay, args.compare, hs)
         print(f"results in {os.path.abspath(args.outdir)} (predict.csv, predict.json, plots/)")
     return 0
+
+
+def _simgrid(args, names: list[str], lay: M.Layout, log) -> int:
+    """SimGrid's replay of --trace on each network, the model beside it with --profile."""
+    ranks = S.trace_ranks(args)
+    nets = [None if n == "shm" else M.network(n) for n in names]
+    shm = shm_curve(args.shm)
+    nets = [shm if n is None else n for n in nets]
+    modelled = {}
+    if args.profile is not None:
+        _, w = load_profile(args.profile)
+        path = args.profile / "profile.json" if args.profile.is_dir() else args.profile
+        hs = partition_halos(run_mesh(path, w, log), w, [ranks], log)
+        if ranks not in hs:
+            raise M.ModelError(f"--profile {args.profile}: {w.cells} cells cannot be split "
+                               f"over the trace's {ranks} ranks")
+        modelled = {n.name: M.predict(w, hs[ranks], n, shm, lay).step_s for n in nets}
+    if args.outdir is not None:
+        _outdir(args.outdir)
+    return S.run(args, nets, shm, lay, modelled, log)
 
 
 def _write(outdir: Path, summaries, w, prof, lay, compare, hs) -> None:

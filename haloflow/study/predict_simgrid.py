@@ -1,0 +1,105 @@
+"""``haloflow predict --engine simgrid``: time per step from SimGrid's replay of an MPI trace
+(``haloflow trace``) on a cluster built from the same networks as the analytic model, beside
+the model where the traced run's profile.json is given too."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from . import model as M
+from .simgrid import Platform, replay
+from .trace import TraceError
+from .trace.files import decompress, summary, trace_files
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--engine", choices=("model", "simgrid"), default="model",
+                   help="model: the analytic model (default); simgrid: replay a trace "
+                        "(--trace) in SimGrid on the network(s), the model beside it when "
+                        "--profile is given too")
+    p.add_argument("--trace", type=Path, metavar="DIR",
+                   help="with --engine simgrid: a folder `haloflow trace` wrote")
+    p.add_argument("--steps", type=int, default=1, metavar="N",
+                   help="with --trace: time steps the trace holds (time per step = the "
+                        "replay's time / N; default 1)")
+    p.add_argument("--backbone", type=float, metavar="GBPS",
+                   help="with --engine simgrid: a backbone shared by all nodes' traffic, in "
+                        "GB/s (default: a non-blocking switch)")
+    p.add_argument("--fat-tree", metavar="L;DOWN;UP;COUNT",
+                   help="with --engine simgrid: the nodes in SimGrid's fat tree of these "
+                        "parameters, e.g. '2;4,4;1,2;1,2' (16 hosts)")
+
+
+def _link(curve: M.Curve) -> tuple[float, float]:
+    """A curve as SimGrid's link: the one-way latency of an empty message and the
+    asymptotic bandwidth (a preset's exactly; a NetPIPE curve's Hockney fit)."""
+    bw = float(curve.bandwidth)
+    lat = max(float(curve.seconds[0]) - float(curve.nbytes[0]) / bw, 0.0)
+    return lat, bw
+
+
+def platform(net: M.Curve, shm: M.Curve, ranks: int, per_node: int, speed: float,
+             args) -> Platform:
+    lat, bw = _link(net)
+    loop_lat, loop_bw = _link(shm)
+    return Platform(
+        nodes=-(-ranks // per_node), cores=per_node, speed=speed, latency=lat, bandwidth=bw,
+        loop_latency=loop_lat, loop_bandwidth=loop_bw,
+        backbone_Bps=None if args.backbone is None else args.backbone * 1e9,
+        fat_tree=args.fat_tree, o=net.o or 0.0, o_byte=net.o_byte)
+
+
+def trace_ranks(args) -> int:
+    """The traced run's rank count (every rank's file present)."""
+    if args.trace is None:
+        raise TraceError("--engine simgrid needs --trace DIR (a folder `haloflow trace` "
+                         "wrote)")
+    if args.steps < 1:
+        raise TraceError(f"--steps {args.steps}: expected at least 1")
+    return len(trace_files(args.trace))
+
+
+def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout, modelled: dict, log) -> int:
+    """Replay the trace on every network; ``modelled``: the model's s/step by network."""
+    files = trace_files(args.trace)
+    ranks = len(files)
+    nominal = float(summary(args.trace, 0).get("flops_per_s", 1e9))
+    if not 0 < nominal < 1e18:
+        raise TraceError(f"{args.trace}/rank-0.json: flops_per_s {nominal!r}: expected a "
+                         "positive speed")
+    threads = lay.threads or 1
+    per_node = max(lay.cores_per_node // threads, 1)
+    speed = nominal * (lay.node.cpu_speed if lay.node is not None else 1.0)
+    log(f"SimGrid replay of {args.trace}: {ranks} ranks, {per_node} per node, "
+        f"{args.steps} step(s) in the trace; cores at {speed:.4g} flop/s "
+        f"(the trace's {nominal:.4g} x --cpu-speed)")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="haloflow-simgrid-") as tmp:
+        listing = decompress(files, Path(tmp) / "traces")
+        for net in nets:
+            p = platform(net, shm, ranks, per_node, speed, args)
+            work = (args.outdir / "simgrid" / _safe(net.name)) if args.outdir else \
+                Path(tmp) / _safe(net.name)
+            seconds = replay(listing, ranks, p, work)
+            rows.append({"network": net.name, "ranks": ranks, "nodes": p.nodes,
+                         "latency_s": p.latency, "bandwidth_Bps": p.bandwidth,
+                         "simulated_s": seconds, "step_s": seconds / args.steps,
+                         "model_step_s": modelled.get(net.name)})
+    print(f"{'network':<24} {'ranks':>5} {'nodes':>5} {'SimGrid s/step':>15} "
+          f"{'model s/step':>13} {'SimGrid/model':>14}")
+    for r in rows:
+        m = r["model_step_s"]
+        print(f"{r['network']:<24} {r['ranks']:5d} {r['nodes']:5d} {r['step_s']:15.5g} "
+              + (f"{m:13.5g} {r['step_s'] / m:14.3f}" if m else f"{'-':>13} {'-':>14}"))
+    if args.outdir is not None:
+        doc = {"trace": str(args.trace), "steps": args.steps, "cores_per_node": per_node,
+               "speed_flops": speed, "rows": rows}
+        (args.outdir / "simgrid.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        print(f"results in {args.outdir} (simgrid.json, simgrid/NETWORK/platform.xml)")
+    return 0
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).name)

@@ -1,0 +1,151 @@
+"""SimGrid's replay (``study/simgrid.py``) on small platforms against what its CM02 model
+defines: a message of S bytes between two nodes takes latency + (S + 16) / bandwidth (SMPI's
+16-byte envelope), compute F flops F / speed, messages into one node share its link; and
+``haloflow predict --engine simgrid`` on a gzip trace folder gives the same, or a one-line
+error (exit 2) without SimGrid."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from haloflow.study.simgrid import ENVELOPE, Platform, platform_xml, replay
+from haloflow.study.trace import TraceError
+
+REPO = Path(__file__).resolve().parents[2]
+LAT, BW = 50e-6, 100e6  # the 2-node network
+LOOP_LAT, LOOP_BW = 1e-6, 2e9  # within a node
+SPEED = 1e9
+
+
+@pytest.fixture(scope="module", autouse=True)
+def smpirun():
+    if shutil.which("smpirun") is None:
+        if os.environ.get("CI"):
+            pytest.fail("SimGrid is missing: no smpirun (CI installs libsimgrid-dev)",
+                        pytrace=False)
+        pytest.skip("SimGrid is missing: no smpirun on PATH (apt-get install libsimgrid-dev)")
+
+
+def write_traces(folder: Path, ranks: dict[int, list[str]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for r, lines in ranks.items():
+        p = folder / f"r{r}.txt"
+        p.write_text("".join(f"{r} {x}\n" for x in ["init", *lines, "finalize"]))
+        names.append(str(p))
+    listing = folder / "list.txt"
+    listing.write_text("\n".join(names) + "\n")
+    return listing
+
+
+def platform(nodes: int, cores: int = 1, **kw) -> Platform:
+    return Platform(nodes, cores, SPEED, LAT, BW, LOOP_LAT, LOOP_BW, **kw)
+
+
+@pytest.mark.parametrize("size", [1, 1000, 100_000, 3_000_000])
+def test_one_message_is_latency_plus_size_over_bandwidth(tmp_path, size):
+    flops = 2_000_000
+    listing = write_traces(tmp_path, {0: [f"compute {flops}", f"send 1 3 {size}"],
+                                      1: [f"recv 0 3 {size}"]})
+    t = replay(listing, 2, platform(2), tmp_path / "run")
+    assert t == pytest.approx(flops / SPEED + LAT + (size + ENVELOPE) / BW, rel=1e-5)
+
+
+def test_within_a_node_the_loopback_link(tmp_path):
+    listing = write_traces(tmp_path, {0: ["send 1 0 500000"], 1: ["recv 0 0 500000"]})
+    t = replay(listing, 2, platform(1, cores=2), tmp_path / "run")
+    assert t == pytest.approx(LOOP_LAT + (500000 + ENVELOPE) / LOOP_BW, rel=1e-5)
+
+
+def test_two_senders_share_the_receivers_link(tmp_path):
+    size = 1_000_000
+    listing = write_traces(tmp_path, {
+        0: [f"send 2 0 {size}"], 1: [f"send 2 0 {size}"],
+        2: [f"irecv 0 0 {size}", f"irecv 1 0 {size}", "waitall"]})
+    t = replay(listing, 3, platform(3), tmp_path / "run")
+    assert t == pytest.approx(LAT + 2 * (size + ENVELOPE) / BW, rel=1e-5)
+    # a shared backbone at half a link's bandwidth halves an exchange between two pairs
+    pairs = write_traces(tmp_path / "pairs", {
+        0: [f"send 1 0 {size}"], 1: [f"recv 0 0 {size}"],
+        2: [f"send 3 0 {size}"], 3: [f"recv 2 0 {size}"]})
+    free = replay(pairs, 4, platform(4), tmp_path / "free")
+    shared = replay(pairs, 4, platform(4, backbone_Bps=BW), tmp_path / "shared")
+    assert free == pytest.approx(LAT + (size + ENVELOPE) / BW, rel=1e-5)
+    assert shared == pytest.approx(LAT + 2 * (size + ENVELOPE) / BW, rel=1e-5)
+
+
+def test_platform_errors_are_one_line():
+    with pytest.raises(TraceError, match="bandwidth"):
+        platform_xml(Platform(2, 1, SPEED, LAT, 0.0, LOOP_LAT, LOOP_BW))
+    with pytest.raises(TraceError, match="--fat-tree"):
+        platform_xml(platform(2, fat_tree="2;4;1,2;1,2"))
+    xml = platform_xml(platform(16, fat_tree="2;4,4;1,2;1,2"))
+    assert 'topology="FAT_TREE"' in xml and 'radical="0-15"' in xml
+
+
+def hockney_out(path: Path, lat: float, bw: float) -> Path:
+    """A NetPIPE .out file of latency + bytes / bandwidth (no CPU overheads beside it)."""
+    lines = []
+    for k in range(23):
+        n = 2 ** k
+        t = lat + n / bw
+        lines.append(f"{n:8d} {n * 8 / t / 2**20:14.6f} {t:.12e}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def gz_trace(folder: Path, ranks: dict[int, list[str]]) -> Path:
+    folder.mkdir(parents=True)
+    for r, lines in ranks.items():
+        with gzip.open(folder / f"rank-{r}.txt.gz", "wt") as f:
+            f.write("".join(f"{r} {x}\n" for x in ["init", *lines, "finalize"]))
+        (folder / f"rank-{r}.json").write_text(json.dumps(
+            {"rank": r, "size": len(ranks), "flops_per_s": 1e9, "calls": {}, "bytes": {}}))
+    return folder
+
+
+def predict(args, env=None):
+    return subprocess.run([sys.executable, "-m", "haloflow", "predict", "--engine", "simgrid",
+                           *args], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
+def test_predict_replays_a_trace_folder(tmp_path):
+    size, steps = 200_000, 4
+    trace = gz_trace(tmp_path / "tr", {
+        0: ["compute 1000000", f"isend 1 0 {size}", f"irecv 1 0 {size}", "waitall"] * steps,
+        1: ["compute 1000000", f"isend 0 0 {size}", f"irecv 0 0 {size}", "waitall"] * steps})
+    net = hockney_out(tmp_path / "net.out", LAT, BW)
+    shm = hockney_out(tmp_path / "shm.out", LOOP_LAT, LOOP_BW)
+    out = tmp_path / "pred"
+    r = predict(["--trace", str(trace), "--steps", str(steps), "--network", str(net),
+                 "--shm", str(shm), "--cores-per-node", "1", "--cpu-speed", "2", "-o",
+                 str(out)])
+    assert r.returncode == 0, r.stderr
+    row = json.loads((out / "simgrid.json").read_text())["rows"][0]
+    # full duplex: both directions at once, each at the link's bandwidth
+    step = 1e-3 / 2 + LAT + (size + ENVELOPE) / BW
+    assert row["step_s"] == pytest.approx(step, rel=1e-4)
+    assert row["nodes"] == 2 and (out / "simgrid" / "net.out" / "platform.xml").exists()
+
+
+def test_predict_without_simgrid_is_one_line_exit_2(tmp_path):
+    trace = gz_trace(tmp_path / "tr", {0: ["compute 10"]})
+    shm = hockney_out(tmp_path / "shm.out", LOOP_LAT, LOOP_BW)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {**os.environ, "PATH": str(bare)}
+    r = predict(["--trace", str(trace), "--network", "gige-tcp", "--shm", str(shm)], env)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "SimGrid is not installed" in r.stderr
+    r = predict(["--trace", str(tmp_path / "none"), "--network", "gige-tcp", "--shm",
+                 str(shm)])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such folder" in r.stderr
