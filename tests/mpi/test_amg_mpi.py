@@ -21,7 +21,8 @@ from mpi4py import MPI
 
 from haloflow.io.probes import gather_cells
 from haloflow.linalg import krylov as K
-from haloflow.linalg.amg import AMG, l1_inverse
+from haloflow.linalg.amg import AMG
+from haloflow.linalg.amg_kernels import l1_inverse
 from haloflow.linalg.poisson import laplacian, smooth_rhs
 from haloflow.mesh.blocks import box
 from haloflow.parallel.decompose import decompose
