@@ -18,9 +18,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
-# The default case on $(RANKS) ranks with the venv's own MPI launcher (see README).
+# The default case on $(RANKS) ranks with the venv's own MPI launcher (see README): the
+# kernels it needs compiled first, once, on one process (not on every rank at once).
 run: install
-	$(PY) -m haloflow.warmup
+	$(PY) -m haloflow.warmup --case $(CASE)
 	$(VENV)/bin/mpiexec -n $(RANKS) $(VENV)/bin/haloflow run $(CASE)
 
 # The kernels compiled into the cache (on two cores), and the sources byte-compiled once: the

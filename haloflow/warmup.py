@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from . import kernel_cache
@@ -87,6 +88,29 @@ def warm(cases: list[int] | None = None, halo_kernels: bool = True) -> None:
             run_case(case, Path(tmp) / "run", MPI.COMM_SELF, quiet=True)
 
 
+def warm_case(source: str, overrides: list[str]) -> None:
+    """Compile what one case needs (``make run``): its first two steps or iterations on one
+    rank, and the halo kernels its ranks add, so that they load every kernel instead of
+    compiling it each at once."""
+    from mpi4py import MPI
+
+    from .case import load_case
+    from .parallel import halo
+    from .run import run_case
+
+    t0 = time.perf_counter()
+    print(f"compiling the kernels {source} needs into {os.environ['NUMBA_CACHE_DIR']} "
+          "(once for these sources; a minute or so on two cores)", flush=True)
+    halo.warm()
+    case = load_case(source, overrides)
+    short = "solver.max_iterations=2" if case.solver.algorithm == "simple" else \
+        "solver.max_steps=2"
+    case = load_case(source, [*overrides, short, "output.plots=false", "output.fields=false"])
+    with tempfile.TemporaryDirectory(prefix="haloflow-warmup-") as tmp:
+        run_case(case, Path(tmp) / "run", MPI.COMM_SELF, quiet=True)
+    print(f"kernels ready ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+
 def lock_file(lock_dir: str, fn) -> Path:
     """The lock file of a kernel's Python function."""
     code = fn.__code__
@@ -136,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"processes: 1, or {len(PARTS)} sharing the cases (default "
                         f"{_default_jobs()}: the cores this process may use, at most "
                         f"{len(PARTS)})")
+    p.add_argument("--case", metavar="CASE",
+                   help="only what this case (a built-in name or a TOML file) needs, with "
+                        "--set overrides: what `make run` compiles")
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="KEY=VALUE", help="with --case: an override, as for `haloflow run`")
     p.add_argument("--part", type=int, help=argparse.SUPPRESS)  # one process's share
     p.add_argument("--locks", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -145,6 +174,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # the kernels of other sources would never load again (kernel_cache.py)
     kernel_cache.prune(Path(os.environ["NUMBA_CACHE_DIR"]))
+    if args.case is not None:
+        from .case import CaseError
+        from .mpiutil import UserError
+
+        try:
+            warm_case(args.case, args.overrides)
+        except (CaseError, UserError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if args.jobs <= 1:
         warm()
         return 0

@@ -28,23 +28,8 @@ import numpy as np
 from ..parallel import halo, transfer
 from ..parallel.reduce import Reducer, self_reducer
 from ..parallel.timers import NULL_TIMERS
+from . import amg_kernels as kern
 from .aggregation import _aggregate
-from .amg_kernels import (
-    _axpy_into,
-    _combine,
-    _kdots1,
-    _kdots2,
-    _perm_of_swaps,
-    _scale_into,
-    gs_from_zero,
-    gs_from_zero_restrict,
-    gs_rows,
-    gs_sweep,
-    lu_solve,
-    prolong_add,
-    residual_restrict,
-    upper_residual_restrict,
-)
 from .amg_levels import VECTORS, Level, _coarse_halo, _RowShare, _share_rows, _transfers
 from .cholesky import Cholesky
 from .galerkin import (
@@ -511,7 +496,7 @@ class AMG:
 
         lu, piv = lu_factor(m, overwrite_a=True, check_finite=False)
         f = d.lu
-        _perm_of_swaps(piv, f.perm_r)
+        kern._perm_of_swaps(piv, f.perm_r)
         np.take(lu.ravel(), d.lr * n + d.lc, out=f.lx)  # (diagonal entries unused: unit L)
         np.take(lu.ravel(), d.ur * n + d.uc, out=f.ux)
         f.ud[:] = np.diagonal(lu)
@@ -538,10 +523,34 @@ class AMG:
         return self.levels[-1].chol or None
 
     def refactor_next(self) -> None:
-        """Factor the coarsest level afresh at the next refresh, as a restart from a
-        checkpoint taken now will (so that the two runs go on alike)."""
+        """Factor the coarsest level afresh at the next refresh, whatever its entries did."""
         if self._chol():
             self._chol().refactor_next()
+
+    def factor_basis(self) -> np.ndarray | None:
+        """The coarsest level's entries its current Cholesky factors were made from (None:
+        no Cholesky): with the hierarchy's first matrix, what a restart needs to go on
+        factoring, or reusing the factors, exactly as this run will."""
+        chol = self._chol()
+        return None if chol is None or chol.basis is None else chol.basis.copy()
+
+    def adopt_factor_basis(self, basis: np.ndarray) -> bool:
+        """Factors made from ``basis`` (a :meth:`factor_basis` of a run with this hierarchy),
+        as that run's were; the level's own entries are left as they are.  False (and the
+        level factored afresh at the next refresh) where they cannot be: another coarsest
+        level (a restart on another rank count may have one) or not positive definite."""
+        lev, chol = self.levels[-1], self._chol()
+        if chol is None or len(basis) != len(lev.data):
+            self.refactor_next()
+            return False
+        own = lev.data.copy()
+        lev.data[:] = basis
+        chol.refactor_next()
+        made = chol.factor(lev, REFACTOR_ABOVE)
+        lev.data[:] = own
+        if not made:
+            self._factor_coarsest()  # as the level's own entries need (an LU if not SPD)
+        return made
 
     def coarse_exchangers(self):
         """The halo exchangers of the distributed coarse levels (their counters count too)."""
@@ -631,7 +640,7 @@ class AMG:
         lev = self.levels[i]
         if lev.lu is not None and lev.next is None:
             f = lev.lu
-            lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, lev.pinned,
+            kern.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, lev.pinned,
                      b, x, f.y)
         elif self.cycle_kind == "K" and lev.krylov:
             self._kcycle(i, b, x)
@@ -647,23 +656,23 @@ class AMG:
         n = lev.n
         args = (lev.indptr, lev.indices, lev.data)
         if lev.split and lev.ncols == n:
-            gs_from_zero_restrict(*args, lev.diag_pos, lev.dinv, b, x, n, nx.agg, rc, nx.ncols)
+            kern.gs_from_zero_restrict(*args, lev.diag_pos, lev.dinv, b, x, n, nx.agg, rc, nx.ncols)
             lev.exchange(x)
             return
         if lev.split:
             x[n:] = 0.0
-            gs_from_zero(*args, lev.diag_pos, lev.dinv, b, x, n)
+            kern.gs_from_zero(*args, lev.diag_pos, lev.dinv, b, x, n)
         else:
             x[:] = 0.0
-            gs_sweep(*args, lev.diag_pos, lev.dinv, b, x, n, True)
+            kern.gs_sweep(*args, lev.diag_pos, lev.dinv, b, x, n, True)
         lev.exchange(x)
         if lev.cut is not None:
-            gs_rows(*args, lev.diag_pos, lev.dinv, b, x, lev.cut, True)
+            kern.gs_rows(*args, lev.diag_pos, lev.dinv, b, x, lev.cut, True)
             lev.exchange(x)
         if lev.split and lev.cut is None:
-            upper_residual_restrict(*args, lev.diag_pos, lev.dinv, x, n, nx.agg, rc, nx.ncols)
+            kern.upper_residual_restrict(*args, lev.diag_pos, lev.dinv, x, n, nx.agg, rc, nx.ncols)
         else:
-            residual_restrict(*args, x, b, n, nx.agg, rc, nx.ncols)
+            kern.residual_restrict(*args, x, b, n, nx.agg, rc, nx.ncols)
 
     def _cycle(self, i, b, x):
         lev = self.levels[i]
@@ -676,12 +685,12 @@ class AMG:
         e = self._coarse(i, lev)
         if nx.xfer is not None and nx.redundant is None:  # (replicated: all values at hand)
             nx.xfer.distribute(e)
-        prolong_add(nx.agg, e, n, x)
+        kern.prolong_add(nx.agg, e, n, x)
         lev.exchange(x)
-        gs_sweep(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dinv, b, x, n, False)
+        kern.gs_sweep(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dinv, b, x, n, False)
         if lev.cut is not None:
             lev.exchange(x)
-            gs_rows(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dinv, b, x, lev.cut,
+            kern.gs_rows(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dinv, b, x, lev.cut,
                     False)
 
     def _kcycle(self, i, b, x):
@@ -691,23 +700,23 @@ class AMG:
         c, d, v, w, r2 = lev.c, lev.d, lev.v, lev.w, lev.r2
         self._cycle(i, b, c)
         lev.matvec(c, v)
-        rho1, alpha1, bb, vv, bv = lev.red.sum(*_kdots1(c, v, b, n))
+        rho1, alpha1, bb, vv, bv = lev.red.sum(*kern._kdots1(c, v, b, n))
         if rho1 <= 0.0:
             x[:n] = c[:n]
             return
         a1 = alpha1 / rho1
         if bb - 2.0 * a1 * bv + a1 * a1 * vv <= KCYCLE_T * KCYCLE_T * bb:
-            _scale_into(x, a1, c, n)
+            kern._scale_into(x, a1, c, n)
             return
-        _axpy_into(r2, b, a1, v, n)
+        kern._axpy_into(r2, b, a1, v, n)
         self._cycle(i, r2, d)
         lev.matvec(d, w)
-        gamma, beta, alpha2 = lev.red.sum(*_kdots2(d, v, w, r2, n))
+        gamma, beta, alpha2 = lev.red.sum(*kern._kdots2(d, v, w, r2, n))
         rho2 = beta - gamma * gamma / rho1
         if rho2 <= 0.0:
-            _scale_into(x, a1, c, n)
+            kern._scale_into(x, a1, c, n)
             return
-        _combine(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n)
+        kern._combine(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n)
 
 
     def _amli(self, i, b, x):
@@ -718,9 +727,9 @@ class AMG:
         a1, a2 = self.amli
         self._cycle(i, b, lev.c)
         lev.matvec(lev.c, lev.v)
-        _axpy_into(lev.r2, b, a1, lev.v, n)
+        kern._axpy_into(lev.r2, b, a1, lev.v, n)
         self._cycle(i, lev.r2, lev.d)
-        _combine(x, a1, lev.c, a2, lev.d, n)
+        kern._combine(x, a1, lev.c, a2, lev.d, n)
 
 
 def amli_steps(lmin: float) -> tuple[float, float]:

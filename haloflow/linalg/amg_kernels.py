@@ -16,17 +16,23 @@ import numpy as np
 
 
 @nb.njit(cache=True)
+def _l1_row(indptr, indices, data, diag_pos, i, n):
+    """Row i's entry of :func:`l1_inverse`."""
+    s = data[diag_pos[i]]
+    for k in range(indptr[i], indptr[i + 1]):
+        if indices[k] >= n:
+            s += abs(data[k])
+    return 1.0 / s
+
+
+@nb.njit(cache=True)
 def l1_inverse(indptr, indices, data, diag_pos, n, out):
     """1 / (a_ii + sum of |a_ij| over ghost columns): the inverse l1 hybrid Gauss-Seidel
     diagonal (Baker, Falgout, Kolev & Yang 2011), which keeps the rank-local smoother
     convergent however the mesh is cut; 1 / a_ii on one rank.  Kept inverted so that no
     division lies on the chain from one row of a sweep to the next."""
     for i in range(n):
-        s = data[diag_pos[i]]
-        for k in range(indptr[i], indptr[i + 1]):
-            if indices[k] >= n:
-                s += abs(data[k])
-        out[i] = 1.0 / s
+        out[i] = _l1_row(indptr, indices, data, diag_pos, i, n)
 
 
 @nb.njit(cache=True)
@@ -38,11 +44,7 @@ def l1_inverse_rows(indptr, indices, data, diag_pos, rows, n, out):
         out[i] = 1.0 / data[diag_pos[i]]
     for t in range(len(rows)):
         i = rows[t]
-        s = data[diag_pos[i]]
-        for k in range(indptr[i], indptr[i + 1]):
-            if indices[k] >= n:
-                s += abs(data[k])
-        out[i] = 1.0 / s
+        out[i] = _l1_row(indptr, indices, data, diag_pos, i, n)
 
 
 @nb.njit(cache=True)

@@ -14,24 +14,9 @@ import numba as nb
 
 from ..parallel import mpicall
 from ..parallel.halo.kernels import pack, unpack
+from . import amg_kernels as kern
 from . import blocks as tb
 from .amg import KCYCLE_T
-from .amg_kernels import (
-    _axpy_into,
-    _combine,
-    _kdots1,
-    _kdots2,
-    _scale_into,
-    gs_from_zero,
-    gs_from_zero_restrict,
-    gs_rows,
-    gs_sweep,
-    lu_solve,
-    prolong_add,
-    residual_restrict,
-    spmv,
-    upper_residual_restrict,
-)
 
 # per-level columns of the int64 table ``lv``
 N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE, KRYLOV, SPLIT = range(12)
@@ -99,7 +84,7 @@ B, X, R, C, D, V, Wv, R2 = range(8)
 def _coarsest(lu, ctl, b, x):
     """``AMG._solve`` on the coarsest level: amg.lu_solve with the factors in ``lu``."""
     perm_r, perm_c, lp, li, lx, up, ui, ux, ud, y = lu
-    lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, ctl[PINNED], b, x, y)
+    kern.lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, ctl[PINNED], b, x, y)
 
 
 @nb.njit(cache=True)
@@ -249,17 +234,17 @@ def _smooth(h, d0, lv, cnt, i, b, x, forward, from_zero):
         tb.gs_blocks(ip, ix, data, dp, dinv, b, x, n, forward, nt, h[H_THR][i], _vec(h, R, i))
     if forward:
         if not nt:
-            gs_sweep(ip, ix, data, dp, dinv, b, x, n, True)
+            kern.gs_sweep(ip, ix, data, dp, dinv, b, x, n, True)
         _exchange(h, cnt, i, x)
         if lv[i, HASCUT]:
-            gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
+            kern.gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
             _exchange(h, cnt, i, x)
     else:
         if not nt:
-            gs_sweep(ip, ix, data, dp, dinv, b, x, n, False)
+            kern.gs_sweep(ip, ix, data, dp, dinv, b, x, n, False)
         if lv[i, HASCUT]:
             _exchange(h, cnt, i, x)
-            gs_rows(ip, ix, data, dp, dinv, b, x, cut, False)
+            kern.gs_rows(ip, ix, data, dp, dinv, b, x, cut, False)
 
 
 @nb.njit(cache=True)
@@ -277,24 +262,24 @@ def _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc):
         tb.residual_restrict(ip, ix, data, x, b, mptr, h[H_MIDX][moff[i, 1]:], rc, nc, nt)
         return
     if lv[i, SPLIT] and lv[i, NCOLS] == n:  # no ghost columns: one pass
-        gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x, n, ag, rc, nc)
+        kern.gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x, n, ag, rc, nc)
         _exchange(h, cnt, i, x)
         return
     if lv[i, SPLIT]:
         x[n:] = 0.0
-        gs_from_zero(ip, ix, data, dp, dinv, b, x, n)
+        kern.gs_from_zero(ip, ix, data, dp, dinv, b, x, n)
     else:
         x[:] = 0.0
-        gs_sweep(ip, ix, data, dp, dinv, b, x, n, True)
+        kern.gs_sweep(ip, ix, data, dp, dinv, b, x, n, True)
     _exchange(h, cnt, i, x)
     if lv[i, HASCUT]:
         cut = h[6][lv[i, CUT]:lv[i, CUT] + lv[i, NCUT]]
-        gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
+        kern.gs_rows(ip, ix, data, dp, dinv, b, x, cut, True)
         _exchange(h, cnt, i, x)
     if lv[i, SPLIT] and not lv[i, HASCUT]:
-        upper_residual_restrict(ip, ix, data, dp, dinv, x, n, ag, rc, nc)
+        kern.upper_residual_restrict(ip, ix, data, dp, dinv, x, n, ag, rc, nc)
     else:
-        residual_restrict(ip, ix, data, x, b, n, ag, rc, nc)
+        kern.residual_restrict(ip, ix, data, x, b, n, ag, rc, nc)
 
 
 @nb.njit(cache=True)
@@ -345,7 +330,7 @@ def _up(h, d0, cnt, i, b, x):
     if nt:
         tb.prolong_add(ag, e, n, x, nt)
     else:
-        prolong_add(ag, e, n, x)
+        kern.prolong_add(ag, e, n, x)
     _exchange(h, cnt, i, x)
     _smooth(h, d0, lv, cnt, i, b, x, False, False)
 
@@ -364,8 +349,8 @@ def _k_first(h, d0, cnt, i):
     if nt:
         tb.spmv_kdots1(ip, ix, data, c, v, b, nt, h[H_PART], sm)
     else:
-        spmv(ip, ix, data, c, v)
-        sm[:5] = _kdots1(c, v, b, n)
+        kern.spmv(ip, ix, data, c, v)
+        sm[:5] = kern._kdots1(c, v, b, n)
     _reduce(h, cnt, 5, lv[i, COUNTED] != 0)
     rho1, alpha1, bb, vv, bv = sm[0], sm[1], sm[2], sm[3], sm[4]
     if rho1 <= 0.0:
@@ -373,12 +358,12 @@ def _k_first(h, d0, cnt, i):
         return False
     a1 = alpha1 / rho1
     if bb - 2.0 * a1 * bv + a1 * a1 * vv <= KCYCLE_T * KCYCLE_T * bb:
-        _scale_into(x, a1, c, n)
+        kern._scale_into(x, a1, c, n)
         return False
     if nt:
         tb.axpy_into(_vec(h, R2, i), b, a1, v, n, nt)
     else:
-        _axpy_into(_vec(h, R2, i), b, a1, v, n)
+        kern._axpy_into(_vec(h, R2, i), b, a1, v, n)
     h[9][i] = a1  # kept for the second step
     h[9][len(lv) + i] = rho1
     return True
@@ -428,13 +413,13 @@ def _k_second(h, d0, cnt, i):
     if nt:
         tb.spmv_kdots2(ip, ix, data, d, w, v, r2, nt, h[H_PART], sm)
     else:
-        spmv(ip, ix, data, d, w)
-        sm[:3] = _kdots2(d, v, w, r2, n)
+        kern.spmv(ip, ix, data, d, w)
+        sm[:3] = kern._kdots2(d, v, w, r2, n)
     _reduce(h, cnt, 3, lv[i, COUNTED] != 0)
     gamma, beta, alpha2 = sm[0], sm[1], sm[2]
     rho2 = beta - gamma * gamma / rho1
     if rho2 <= 0.0:
-        _scale_into(x, a1, c, n)
+        kern._scale_into(x, a1, c, n)
         return
     _combine_on(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n, nt)
 
@@ -445,7 +430,7 @@ def _combine_on(x, a, c, b, d, n, nt):
     if nt:
         tb.combine(x, a, c, b, d, n, nt)
     else:
-        _combine(x, a, c, b, d, n)
+        kern._combine(x, a, c, b, d, n)
 
 
 @nb.njit(cache=True)

@@ -17,20 +17,9 @@ import numpy as np
 
 from ..parallel import threads
 from ..parallel.reduce import Reducer
+from . import lockstep_kernels as lk
 from .krylov import SolveInfo, initial_info
 from .lockstep_compiled import LockstepPlan, _compiled_many, lockstep_plan
-from .lockstep_kernels import (
-    LOCKSTEP_SETS,
-    ManyWorkspace,
-    _bicg3_dot3,
-    _bicg3_p,
-    _bicg3_r0v,
-    _bicg3_s,
-    _bicg3_start,
-    _bicg3_xr,
-    _residual_many,
-    _spmv_many,
-)
 
 
 def _matvec_many(A, X, Y, comps, act, fields) -> None:
@@ -43,17 +32,17 @@ def _matvec_many(A, X, Y, comps, act, fields) -> None:
     if A.overlap:
         with A.timers("halo_solve"):
             h = A.ex.start(fields)
-        _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.inner_runs)
+        lk._spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.inner_runs)
         with A.timers("halo_solve"):
             A.ex.finish(h)
-        _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.outer_runs)
+        lk._spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.outer_runs)
         return
     with A.timers("halo_solve"):
         A.ex.exchange(fields)
-    _spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.all_runs)
+    lk._spmv_many(p.indptr, p.indices, A.data, X, Y, comps, act, p.all_runs)
 
 
-def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
+def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: lk.ManyWorkspace,
                   rel_tol: float = 0.0, ghosts_current: bool = False,
                   exchange_after: bool = False) -> list[SolveInfo]:
     """Solve ``A X[d] = mws.rhs[d]`` in place for each ``d`` in ``comps`` (an int64 array) by
@@ -63,8 +52,8 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     ``ghosts_current``: the ghost values of ``X`` are up to date (no exchange first);
     ``exchange_after``: exchange the solution's ghosts at the end (inside the compiled call
     where it runs, which saves a Python exchange per solve)."""
-    if mws.w.shape[0] < LOCKSTEP_SETS:
-        raise ValueError(f"the lockstep BiCGStab needs a workspace of {LOCKSTEP_SETS} sets")
+    if mws.w.shape[0] < lk.LOCKSTEP_SETS:
+        raise ValueError(f"the lockstep BiCGStab needs a workspace of {lk.LOCKSTEP_SETS} sets")
     plan = compiled_lockstep(A, len(comps), red, mws)
     if plan is not None:
         return _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current,
@@ -76,7 +65,7 @@ def bicgstab_many(A, X, comps, tol, max_iter, red: Reducer, mws: ManyWorkspace,
     return infos
 
 
-def compiled_lockstep(A, m: int, red: Reducer, mws: ManyWorkspace) -> LockstepPlan | None:
+def compiled_lockstep(A, m: int, red: Reducer, mws: lk.ManyWorkspace) -> LockstepPlan | None:
     """The plan of the compiled lockstep solve of ``m`` components (made once per exchanger
     and count), or None where :func:`bicgstab_many` runs from Python."""
     key = (id(A.ex), m, threads.blocks())
@@ -102,8 +91,8 @@ def _python_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
     if not ghosts_current:
         with A.timers("halo_solve"):
             A.ex.exchange(xf)
-    _residual_many(p_.indptr, p_.indices, A.data, X, B, R, comps, p_.all_runs)
-    _bicg3_start(R, B, R0, P, V, comps, n, out)
+    lk._residual_many(p_.indptr, p_.indices, A.data, X, B, R, comps, p_.all_runs)
+    lk._bicg3_start(R, B, R0, P, V, comps, n, out)
     sums = red.sum(*out[: 2 * m])
     infos, tols, bnorms, rho_new = [], [], [], [0.0] * 3
     act[:] = 0
@@ -122,9 +111,9 @@ def _python_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
         for d in comps:
             beta[d] = (rho_new[d] / rho[d]) * (alpha[d] / omega[d]) if act[d] else 0.0
             rho[d] = rho_new[d]
-        _bicg3_p(P, R, V, beta, omega, mws.invd, PH, comps, act, n)
+        lk._bicg3_p(P, R, V, beta, omega, mws.invd, PH, comps, act, n)
         _matvec_many(A, PH, V, comps, act, phf)
-        _bicg3_r0v(R0, V, comps, act, n, out)
+        lk._bicg3_r0v(R0, V, comps, act, n, out)
         r0v = red.sum(*out[:m])
         for j in range(m):
             d = comps[j]
@@ -134,9 +123,9 @@ def _python_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
                     infos[j].converged = infos[j].res <= tols[j]
                 else:
                     alpha[d] = rho[d] / r0v[j]
-        _bicg3_s(S, R, V, alpha, mws.invd, SH, comps, act, n)
+        lk._bicg3_s(S, R, V, alpha, mws.invd, SH, comps, act, n)
         _matvec_many(A, SH, T, comps, act, shf)
-        _bicg3_dot3(T, S, comps, act, n, out)
+        lk._bicg3_dot3(T, S, comps, act, n, out)
         dots = red.sum(*out[: 3 * m])
         for j in range(m):
             d = comps[j]
@@ -149,7 +138,7 @@ def _python_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current):
                 infos[j].res = np.sqrt(ss) / bnorms[j]
             else:
                 omega[d] = ts / tt
-        _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out)
+        lk._bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out)
         more = any(act[d] == 1 for d in comps)
         sums = red.sum(*out[: 2 * m]) if more else ()
         for j in range(m):

@@ -15,18 +15,8 @@ import numpy as np
 from ..parallel import mpicall, threads
 from ..parallel.reduce import Reducer
 from . import blocks as tb
+from . import lockstep_kernels as lk
 from .krylov import SolveInfo
-from .lockstep_kernels import (
-    ManyWorkspace,
-    _bicg3_dot3,
-    _bicg3_p,
-    _bicg3_r0v,
-    _bicg3_s,
-    _bicg3_start,
-    _bicg3_xr,
-    _rows_one,
-    _rows_three,
-)
 
 
 @nb.njit(cache=True)
@@ -34,11 +24,11 @@ def _spmv_rows(indptr, indices, data, X, Y, act, m, comps):
     """``Y[d] = A X[d]`` on every row for the active components (three together)."""
     nr = len(indptr) - 1
     if tb.all_three(comps, act):
-        _rows_three(indptr, indices, data, X, Y, 0, nr)
+        lk._rows_three(indptr, indices, data, X, Y, 0, nr)
         return
     for d in comps:
         if act[d] == 1:
-            _rows_one(indptr, indices, data, X[d], Y[d], 0, nr)
+            lk._rows_one(indptr, indices, data, X[d], Y[d], 0, nr)
 
 
 # slots of the int64 control array of the compiled lockstep solve (``LockstepPlan.ctl``)
@@ -120,7 +110,7 @@ def _many_start(indptr, indices, data, diag, invd, X, W, comps, rb):
             for k in range(indptr[i], indptr[i + 1]):
                 s -= data[k] * x[indices[k]]
             r[i] = s
-    _bicg3_start(R, B, R0, P, V, comps, n, rb)
+    lk._bicg3_start(R, B, R0, P, V, comps, n, rb)
 
 
 @nb.njit(cache=True)
@@ -159,13 +149,13 @@ def _many_beta(comps, act, sc):
 def _many_p(R, P, V, PH, invd, comps, act, sc, n):
     """beta, ``p = r + beta (p - omega v)``, ``phat = D^-1 p``; returns the active count."""
     na = _many_beta(comps, act, sc)
-    _bicg3_p(P, R, V, sc[1], sc[2], invd, PH, comps, act, n)
+    lk._bicg3_p(P, R, V, sc[1], sc[2], invd, PH, comps, act, n)
     return na
 
 
 @nb.njit(cache=True)
 def _many_r0v(R0, V, comps, act, rb, n):
-    _bicg3_r0v(R0, V, comps, act, n, rb)
+    lk._bicg3_r0v(R0, V, comps, act, n, rb)
 
 
 @nb.njit(cache=True)
@@ -188,12 +178,12 @@ def _many_alpha(comps, act, sc, out, rb):
 @nb.njit(cache=True)
 def _many_s(R, V, SH, invd, comps, act, sc, n):
     """``s = r - alpha v`` (over ``r``), ``shat = D^-1 s``."""
-    _bicg3_s(R, R, V, sc[0], invd, SH, comps, act, n)
+    lk._bicg3_s(R, R, V, sc[0], invd, SH, comps, act, n)
 
 
 @nb.njit(cache=True)
 def _many_dot3(T, R, comps, act, rb, n):
-    _bicg3_dot3(T, R, comps, act, n, rb)
+    lk._bicg3_dot3(T, R, comps, act, n, rb)
 
 
 @nb.njit(cache=True)
@@ -216,7 +206,7 @@ def _many_omega(comps, act, sc, out, rb, it):
 def _many_xr(X, PH, SH, R, T, R0, comps, act, sc, rb, n):
     """``x += alpha phat + omega shat; r = s - omega t`` with partial (r0.r, r.r) in
     ``rb``; ``x += alpha phat`` only for ``act == 2``.  Returns whether any goes on."""
-    _bicg3_xr(X, PH, SH, R, R, T, sc[0], sc[2], R0, comps, act, n, rb)
+    lk._bicg3_xr(X, PH, SH, R, R, T, sc[0], sc[2], R0, comps, act, n, rb)
     return _many_more(comps, act)
 
 
@@ -435,7 +425,7 @@ def _compiled_many(A, X, comps, tol, max_iter, red, mws, rel_tol, ghosts_current
     return lockstep_results(A, red, mws, plan, comps)
 
 
-def lockstep_results(A, red, mws: ManyWorkspace, plan: LockstepPlan, comps) -> list[SolveInfo]:
+def lockstep_results(A, red, mws: lk.ManyWorkspace, plan: LockstepPlan, comps) -> list[SolveInfo]:
     """After a compiled lockstep solve: its reductions and exchanges (``mws.count``) added
     to the counters the Python path keeps, and one :class:`SolveInfo` per component."""
     c = mws.count

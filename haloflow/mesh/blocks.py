@@ -99,20 +99,24 @@ def _quad(face_nodes, f, a, b, c, d):
     face_nodes[f, 0], face_nodes[f, 1], face_nodes[f, 2], face_nodes[f, 3] = a, b, c, d
 
 
-def _box_sides(nx, ny, nz) -> list:
-    """(owner cells, quads) of each of the box's six sides in SIDES order, the cells in cell
-    order, the quads' normals pointing out of the box."""
+EX, EY, EZ = (1, 0, 0), (0, 1, 0), (0, 0, 1)
+
+
+def _lattice_quad(nx, ny, i, j, k, a, b):
+    """Point ids of the quads of an (nx, ny, .) lattice of cells spanned by unit steps ``a``
+    then ``b`` from points (i, j, k) (arrays): normals along a x b."""
 
     def pid(i, j, k):
         return i + (nx + 1) * (j + (ny + 1) * k)
 
-    def span(i, j, k, a, b):
-        """Quad spanned by unit steps ``a`` then ``b`` from (i, j, k): normal along a x b."""
-        return np.stack([pid(i, j, k), pid(i + a[0], j + a[1], k + a[2]),
-                         pid(i + a[0] + b[0], j + a[1] + b[1], k + a[2] + b[2]),
-                         pid(i + b[0], j + b[1], k + b[2])], -1)
+    return np.stack([pid(i, j, k), pid(i + a[0], j + a[1], k + a[2]),
+                     pid(i + a[0] + b[0], j + a[1] + b[1], k + a[2] + b[2]),
+                     pid(i + b[0], j + b[1], k + b[2])], -1)
 
-    ex, ey, ez = (1, 0, 0), (0, 1, 0), (0, 0, 1)
+
+def _box_sides(nx, ny, nz) -> list:
+    """(owner cells, quads) of each of the box's six sides in SIDES order, the cells in cell
+    order, the quads' normals pointing out of the box."""
 
     def cells_on(d, at):
         """(i, j, k) of the cells with index ``at`` in direction d, in cell order."""
@@ -122,16 +126,16 @@ def _box_sides(nx, ny, nz) -> list:
         return [a.ravel(order="F") for a in np.meshgrid(*free, indexing="ij")]
 
     out = []
-    for d, (a, b) in enumerate(((ey, ez), (ez, ex), (ex, ey))):
+    for d, (a, b) in enumerate(((EY, EZ), (EZ, EX), (EX, EY))):
         for s in (0, 1):
             i, j, k = cells_on(d, 0 if s == 0 else (nx, ny, nz)[d] - 1)
             c = i + nx * (j + ny * k)
             if s == 0:
-                nodes = span(i, j, k, a, b)[:, ::-1]
+                nodes = _lattice_quad(nx, ny, i, j, k, a, b)[:, ::-1]
             else:
                 step = [i, j, k]
                 step[d] = step[d] + 1
-                nodes = span(*step, a, b)
+                nodes = _lattice_quad(nx, ny, *step, a, b)
             out.append((c, nodes))
     return out
 
@@ -153,17 +157,8 @@ def _lattice(xs, ys, zs, keep, classify, names) -> Mesh:
     flat = keep.ravel(order="F")
     cid_all = np.cumsum(flat) - 1  # compact id of every lattice cell (valid where kept)
 
-    def pid(i, j, k):
-        return i + (nx + 1) * (j + (ny + 1) * k)
-
-    def span(i, j, k, a, b):
-        return np.stack([pid(i, j, k), pid(i + a[0], j + a[1], k + a[2]),
-                         pid(i + a[0] + b[0], j + a[1] + b[1], k + a[2] + b[2]),
-                         pid(i + b[0], j + b[1], k + b[2])], -1)
-
-    ex, ey, ez = (1, 0, 0), (0, 1, 0), (0, 0, 1)
-    quads = (lambda i, j, k: span(i, j, k, ey, ez), lambda i, j, k: span(i, j, k, ez, ex),
-             lambda i, j, k: span(i, j, k, ex, ey))
+    quads = [lambda i, j, k, a=a, b=b: _lattice_quad(nx, ny, i, j, k, a, b)
+             for a, b in ((EY, EZ), (EZ, EX), (EX, EY))]
     I, J, K = np.meshgrid(np.arange(nx), np.arange(ny), np.arange(nz), indexing="ij")
     I, J, K = (a.ravel(order="F")[flat] for a in (I, J, K))  # kept cells, in cell order
     c = cid_all[flat]

@@ -59,8 +59,27 @@ class Geometry:
     cell_volumes: np.ndarray  # (n_cells,)
 
 
+class FaceLists:
+    """What a mesh and a rank's part of one (``parallel.local.LocalMesh``) both answer from
+    their face lists: ``owner``, ``neighbour`` (internal faces first) and ``patches``."""
+
+    @property
+    def n_faces(self) -> int:
+        return len(self.owner)
+
+    @property
+    def n_internal(self) -> int:
+        return len(self.neighbour)
+
+    def patch(self, name: str) -> Patch:
+        for p in self.patches:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
 @dataclass
-class Mesh:
+class Mesh(FaceLists):
     """Global unstructured mesh."""
 
     points: np.ndarray  # (n_points, 3) float64
@@ -77,20 +96,6 @@ class Mesh:
     # face slot (face_nodes moved by -shift; the same as face_nodes on ordinary faces)
     face_shift: np.ndarray | None = field(default=None, repr=False)
     shadow_nodes: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def n_faces(self) -> int:
-        return len(self.owner)
-
-    @property
-    def n_internal(self) -> int:
-        return len(self.neighbour)
-
-    def patch(self, name: str) -> Patch:
-        for p in self.patches:
-            if p.name == name:
-                return p
-        raise KeyError(name)
 
     def geom(self) -> Geometry:
         """Geometry, computed on first use."""
@@ -134,19 +139,25 @@ class Mesh:
 
 
 @nb.njit(cache=True)
+def face_average(points, face_nodes, a, b):
+    """The average of the face's nodes ``face_nodes[a:b]``: the apex of the triangles the
+    face is cut into (its geometry here, the wall's triangles in ``parallel.wall_distance``)."""
+    px = py = pz = 0.0
+    for k in range(a, b):
+        px += points[face_nodes[k], 0]
+        py += points[face_nodes[k], 1]
+        pz += points[face_nodes[k], 2]
+    n = b - a
+    return px / n, py / n, pz / n
+
+
+@nb.njit(cache=True)
 def _face_geometry(points, face_ptr, face_nodes, centres, areas):
     for f in range(len(face_ptr) - 1):
         a, b = face_ptr[f], face_ptr[f + 1]
         n = b - a
         # average point, then triangles about it (area-weighted centre)
-        px = py = pz = 0.0
-        for k in range(a, b):
-            px += points[face_nodes[k], 0]
-            py += points[face_nodes[k], 1]
-            pz += points[face_nodes[k], 2]
-        px /= n
-        py /= n
-        pz /= n
+        px, py, pz = face_average(points, face_nodes, a, b)
         sx = sy = sz = 0.0
         cx = cy = cz = 0.0
         asum = 0.0

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..mesh.core import Geometry, Mesh, Patch, index_dtype
+from ..mesh.core import FaceLists, Geometry, Mesh, Patch, index_dtype
 
 
 @dataclass
-class LocalMesh:
+class LocalMesh(FaceLists):
     rank: int
     n_owned: int
     n_ghost: int
@@ -49,20 +49,6 @@ class LocalMesh:
     def n_cells(self) -> int:
         """Owned plus ghost cells: the length of every cell field."""
         return self.n_owned + self.n_ghost
-
-    @property
-    def n_faces(self) -> int:
-        return len(self.owner)
-
-    @property
-    def n_internal(self) -> int:
-        return len(self.neighbour)
-
-    def patch(self, name: str) -> Patch:
-        for p in self.patches:
-            if p.name == name:
-                return p
-        raise KeyError(name)
 
     def release_topology(self) -> None:
         """Drop the points and the face-node lists: the geometry is computed from them and

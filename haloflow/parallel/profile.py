@@ -1,4 +1,4 @@
-"""One run's profile (DESIGN.md section 6): where the time of every rank went.
+"""One run's profile (docs/design.md, section 9): where the time of every rank went.
 
 Each rank reports its phase timers, the counters of every halo exchanger it used (the
 solver's and the AMG coarse levels') and its allreduce counters; rank 0 summarises them

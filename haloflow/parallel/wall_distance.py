@@ -19,6 +19,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ..mesh.core import face_average
+
 LEAF = 4  # triangles per leaf of the hierarchy
 
 
@@ -29,14 +31,7 @@ def _fan_triangles(points, face_ptr, face_nodes, faces, out):
     for f in faces:
         a, b = face_ptr[f], face_ptr[f + 1]
         n = b - a
-        px = py = pz = 0.0
-        for k in range(a, b):
-            px += points[face_nodes[k], 0]
-            py += points[face_nodes[k], 1]
-            pz += points[face_nodes[k], 2]
-        px /= n
-        py /= n
-        pz /= n
+        px, py, pz = face_average(points, face_nodes, a, b)
         for k in range(n):
             i = face_nodes[a + k]
             j = face_nodes[a + (k + 1) % n]

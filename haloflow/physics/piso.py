@@ -208,7 +208,7 @@ class PisoSolver:
         """What a restart needs to go on as if never stopped: ``(arrays, extra)``, where
         ``arrays`` maps a name to a live array and its kind, ``"cell"`` (shape ``(n,)`` or
         ``(k, n)`` over local cells: the owned ones are saved) or ``"face"`` (over local
-        faces), and ``extra`` holds JSON scalars.  Each part with fields of its own adds
+        faces), and ``extra`` holds JSON values.  Each part with fields of its own adds
         them through ``state()`` and takes them back through ``restore(values, extra)``."""
         self.to_host()
         arrays = {"U": (self.U, "cell"), "p": (self.p, "cell"), "phi": (self.phi, "face"),

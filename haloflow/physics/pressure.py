@@ -14,9 +14,13 @@ solve, the fluxes a step ends with do.
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 import numba as nb
 import numpy as np
 
+from ..io.checkpoint import CheckpointError
 from ..linalg.amg import AMG
 from ..linalg.kcycle import compiled_solver
 from ..linalg.krylov import SolveInfo
@@ -28,6 +32,21 @@ from ..parallel.faceblocks import for_threads
 from .context import Context
 from .patches import EMPTY, FIXED, ZERO_GRADIENT
 from .schemes import nonorth_flux_correction
+
+FACTOR_BASIS = "amg_factor_basis"  # a checkpoint's extra: base64 of little-endian doubles
+
+
+def _basis_array(text) -> np.ndarray:
+    """A checkpoint's :data:`FACTOR_BASIS` back as an array of finite doubles."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (TypeError, ValueError, binascii.Error):
+        raw = b"?"
+    a = np.frombuffer(raw, dtype="<f8") if len(raw) % 8 == 0 else np.zeros(0)
+    if len(a) == 0 or not np.isfinite(a).all():
+        raise CheckpointError(f"checkpoint entry {FACTOR_BASIS}: expected base64 text of "
+                              "finite little-endian doubles")
+    return a.astype(np.float64)
 
 
 # The boundary faces' loops are helpers of their own, called once per kernel: a helper that
@@ -167,21 +186,13 @@ def fluxes_and_rhs(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uvalue
             phiH[f] = s
         rhs[o] -= s
         rhs[n] += s
-    for f in range(ni, len(owner)):  # _boundary_fluxes' phiH, _boundary_system's rhs
-        b = f - ni
+    # the boundary's g made again is the same: rAU is unchanged
+    _boundary_fluxes(owner, ni, ukind, uvalue, HbyA, sf, gdiff, rAU, pkind, phiH, g)
+    for f in range(ni, len(owner)):  # _boundary_system's rhs
         o = owner[f]
-        k = ukind[b]
-        s = 0.0
-        if k == FIXED:
-            for d in range(3):
-                s += uvalue[b, d] * sf[f, d]
-        elif k == ZERO_GRADIENT:
-            for d in range(3):
-                s += HbyA[d, o] * sf[f, d]
-        phiH[f] = s
-        rhs[o] -= s
-        if pkind[b] == FIXED:
-            rhs[o] += g[f] * pvalue[b]
+        rhs[o] -= phiH[f]
+        if pkind[f - ni] == FIXED:
+            rhs[o] += g[f] * pvalue[f - ni]
 
 
 @nb.njit(cache=True)
@@ -600,15 +611,21 @@ class Pressure:
     def state(self) -> tuple[dict, dict]:
         """For a restart: the V/A the AMG hierarchy was built from (its aggregates depend
         on that first matrix; a hierarchy built from a later one would precondition, and
-        round, differently).  The run goes on with the coarsest level factored afresh, as
-        a restart from here will."""
-        if self.amg is not None:
-            self.amg.refactor_next()
-        return ({} if self.amg_basis is None else {"amg_basis": (self.amg_basis, "cell")}), {}
+        round, differently), and the entries the coarsest level's factors were made from
+        (the factors are kept until the level moves away from them).  Nothing here changes
+        the run."""
+        if self.amg_basis is None:
+            return {}, {}
+        extra = {}
+        basis = self.amg.factor_basis() if self.amg is not None else None
+        if basis is not None:
+            extra[FACTOR_BASIS] = base64.b64encode(basis.astype("<f8").tobytes()).decode()
+        return {"amg_basis": (self.amg_basis, "cell")}, extra
 
     def restore(self, values: dict, extra: dict) -> None:
         """Rebuild the AMG from the matrix of the saved V/A (ghosts included), as the
-        original run built it; the next solve refreshes it with its own matrix."""
+        original run built it, with the coarsest level factored as it was; the next solve
+        refreshes it with its own matrix."""
         if "amg_basis" not in values or self.precond != "amg":
             return
         lm, bc, fc = self.lm, self.bc, self.fc
@@ -620,7 +637,10 @@ class Pressure:
                         lm.n_cells, self.diag, self.rhs)
         self.P.fill_symmetric(self.diag, self.g)
         self._build_amg()
-        self.amg.refactor_next()  # the next solve's matrix factored, as the saved run's was
+        if FACTOR_BASIS in extra:
+            self.amg.adopt_factor_basis(_basis_array(extra[FACTOR_BASIS]))
+        else:  # a checkpoint without it: factored afresh at the next solve
+            self.amg.refactor_next()
         self.amg_basis = rau.copy()
 
     def correct(self, U, HbyA, rAU, u_fields) -> None:

@@ -41,3 +41,16 @@ class PostProcessor:
     def log_line(self, entry: dict) -> str | None:
         """The run log's line for the summary entry ``entry`` (None: no line)."""
         return None
+
+
+class OfFinalVelocity(PostProcessor):
+    """A post-processor of the final velocity alone (a profile, a reattachment length),
+    gathered on rank 0: :meth:`analyse` writes its files and returns the summary entry."""
+
+    gathers = True
+
+    def analyse(self, outdir, cc, uc) -> dict:
+        raise NotImplementedError
+
+    def report(self, outdir, fields) -> dict | None:
+        return None if fields is None else self.analyse(outdir, fields.cc, fields.uc)

@@ -16,22 +16,18 @@ import os
 
 import numpy as np
 
-from .base import PostProcessor
+from .base import OfFinalVelocity
 
 SYMMETRIC = ("symmetry", "slip")
 
 
-class Channel(PostProcessor):
+class Channel(OfFinalVelocity):
     """``channel_profile.csv``, ``plots/channel_profile.png`` and the profile's largest
     deviation from Poiseuille flow."""
 
     name = "channel"
-    gathers = True
-
-    def report(self, outdir, fields) -> dict | None:
-        if fields is None:
-            return None
-        return postprocess(outdir, self.case, fields.cc, fields.uc, self.case.output.plots)
+    def analyse(self, outdir, cc, uc) -> dict:
+        return postprocess(outdir, self.case, cc, uc, self.case.output.plots)
 
     def log_line(self, entry: dict) -> str | None:
         return (f"channel, Re = {entry['re']:g}: profile at x = {entry['x']:.4g} against "

@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from .base import PostProcessor
+from .base import OfFinalVelocity
 
 # x_r / S against Re = U 2h / nu for expansion ratio 1.9423: the values commonly quoted from
 # figure 7 of Armaly, Durst, Pereira & Schoenung, J. Fluid Mech. 127 (1983) 473-496 (the
@@ -28,16 +28,12 @@ from .base import PostProcessor
 ARMALY_1983 = ((100.0, 3.0), (400.0, 8.5))
 
 
-class BackwardStep(PostProcessor):
+class BackwardStep(OfFinalVelocity):
     """``step_wall_u.csv``, ``plots/step_wall_u.png`` and x_r / S against Armaly et al."""
 
     name = "backward_step"
-    gathers = True
-
-    def report(self, outdir, fields) -> dict | None:
-        if fields is None:
-            return None
-        return postprocess(outdir, self.case, fields.cc, fields.uc, self.case.output.plots)
+    def analyse(self, outdir, cc, uc) -> dict:
+        return postprocess(outdir, self.case, cc, uc, self.case.output.plots)
 
     def log_line(self, entry: dict) -> str | None:
         xr = entry["xr_over_S"]

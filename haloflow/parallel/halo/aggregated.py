@@ -171,17 +171,7 @@ class AggregatedExchanger(Exchanger):
             if rc:
                 raise MPI.Exception(rc)
             return
-        st = self._stats
-        if self._emu is not None:
-            self._emu.settle()
-        t0 = self._clock()
-        MPI.Request.Waitall(b.reqs)
-        if self._emu is not None:
-            self._emulate(len(fields))
-        t1 = self._clock()
-        self._unpack_contiguous(fields, b)
-        st.wait_s += t1 - t0
-        st.unpack_s += self._clock() - t1
+        self._wait_unpack(fields, b, lambda: MPI.Request.Waitall(b.reqs))
 
     def _sync(self) -> None:
         st = self._stats

@@ -110,6 +110,21 @@ class Exchanger:
             sp.pack(fields, self.send_cells, self.send_ptr, b.send)
             sp.ready()
 
+    def _wait_unpack(self, fields, b, wait) -> None:
+        """Complete a contiguous exchange: ``wait()`` for its messages (and what an emulated
+        network adds), then unpack ``b.recv`` into the ghosts, each timed."""
+        st = self._stats
+        if self._emu is not None:
+            self._emu.settle()
+        t0 = self._clock()
+        wait()
+        if self._emu is not None:
+            self._emulate(len(fields))
+        t1 = self._clock()
+        self._unpack_contiguous(fields, b)
+        st.wait_s += t1 - t0
+        st.unpack_s += self._clock() - t1
+
     def _unpack_contiguous(self, fields, b) -> None:
         """``b.recv`` into the ghost cells (through one host->device copy when staged)."""
         sp = self.space

@@ -59,17 +59,7 @@ class NeighborExchanger(Exchanger):
 
     def finish(self, handle) -> None:
         fields, b, req = handle
-        st = self._stats
-        if self._emu is not None:
-            self._emu.settle()
-        t0 = self._clock()
-        req.Wait()
-        if self._emu is not None:
-            self._emulate(len(fields))
-        t1 = self._clock()
-        self._unpack_contiguous(fields, b)
-        st.wait_s += t1 - t0
-        st.unpack_s += self._clock() - t1
+        self._wait_unpack(fields, b, req.Wait)
 
     def close(self) -> None:
         self._free()
