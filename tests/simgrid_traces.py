@@ -6,11 +6,25 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def require_smpirun() -> None:
+    """SimGrid's ``smpirun`` on PATH: a failure under CI (which installs it), else a skip
+    that says what is missing."""
+    if shutil.which("smpirun") is None:
+        if os.environ.get("CI"):
+            pytest.fail("SimGrid is missing: no smpirun (CI installs libsimgrid-dev)",
+                        pytrace=False)
+        pytest.skip("SimGrid is missing: no smpirun on PATH (apt-get install libsimgrid-dev)")
 
 
 def hockney_out(path: Path, lat: float, bw: float) -> Path:

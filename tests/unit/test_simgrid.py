@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from haloflow.study.simgrid import ENVELOPE, Platform, platform_xml, replay
 from haloflow.study.trace import TraceError
-from tests.simgrid_traces import gz_trace, hockney_out, predict
+from tests.simgrid_traces import gz_trace, hockney_out, predict, require_smpirun
 
 LAT, BW = 50e-6, 100e6  # the 2-node network
 LOOP_LAT, LOOP_BW = 1e-6, 2e9  # within a node
@@ -24,11 +23,7 @@ SPEED = 1e9
 
 @pytest.fixture(scope="module", autouse=True)
 def smpirun():
-    if shutil.which("smpirun") is None:
-        if os.environ.get("CI"):
-            pytest.fail("SimGrid is missing: no smpirun (CI installs libsimgrid-dev)",
-                        pytrace=False)
-        pytest.skip("SimGrid is missing: no smpirun on PATH (apt-get install libsimgrid-dev)")
+    require_smpirun()
 
 
 def write_traces(folder: Path, ranks: dict[int, list[str]]) -> Path:

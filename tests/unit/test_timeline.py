@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from haloflow.study.simgrid import ENVELOPE
 from haloflow.study.trace.timeline import State, name_states
-from tests.simgrid_traces import gz_trace, hockney_out, predict
+from tests.simgrid_traces import gz_trace, hockney_out, predict, require_smpirun
 
 LAT, BW = 50e-6, 100e6  # between the two nodes
 SIZE, SMALL = 200_000, 1000  # the halo messages; one blocking send at the end
@@ -37,9 +36,7 @@ def rank_lines(r: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def timeline(tmp_path_factory) -> tuple[dict, Path]:
-    if shutil.which("smpirun") is None:
-        pytest.fail("SimGrid is missing: no smpirun on PATH (apt-get install libsimgrid-dev)",
-                    pytrace=False)
+    require_smpirun()
     tmp = tmp_path_factory.mktemp("timeline")
     trace = gz_trace(tmp / "tr", {r: rank_lines(r) for r in (0, 1)})
     net = hockney_out(tmp / "net.out", LAT, BW)
