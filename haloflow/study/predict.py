@@ -365,6 +365,8 @@ def _main(args) -> int:
         raise M.ModelError("--network: expected at least one network")
     if args.engine == "simgrid":
         return _simgrid(args, names, lay, log)
+    if args.timeline:
+        raise M.ModelError("--timeline: only with --engine simgrid (the replay's timeline)")
     if args.profile is None:
         raise M.ModelError("--profile RUN/profile.json is required (but with --engine "
                            "simgrid --trace DIR)")

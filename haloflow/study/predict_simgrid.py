@@ -11,6 +11,7 @@ from pathlib import Path
 from . import model as M
 from .simgrid import Platform, replay
 from .trace import TraceError
+from .trace import timeline as TL
 from .trace.files import decompress, summary, trace_files
 
 
@@ -30,6 +31,9 @@ def add_arguments(p) -> None:
     p.add_argument("--fat-tree", metavar="L;DOWN;UP;COUNT",
                    help="with --engine simgrid: the nodes in SimGrid's fat tree of these "
                         "parameters, e.g. '2;4,4;1,2;1,2' (16 hosts)")
+    p.add_argument("--timeline", action="store_true",
+                   help="with --engine simgrid and -o: also OUTDIR/timeline.json, each rank's "
+                        "simulated compute and MPI calls for Perfetto or chrome://tracing")
 
 
 def _link(curve: M.Curve) -> tuple[float, float]:
@@ -58,6 +62,8 @@ def trace_ranks(args) -> int:
                          "wrote)")
     if args.steps < 1:
         raise TraceError(f"--steps {args.steps}: expected at least 1")
+    if args.timeline and args.outdir is None:
+        raise TraceError("--timeline writes OUTDIR/timeline.json: give -o OUTDIR too")
     return len(trace_files(args.trace))
 
 
@@ -75,14 +81,20 @@ def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout, modelled: dict, 
     log(f"SimGrid replay of {args.trace}: {ranks} ranks, {per_node} per node, "
         f"{args.steps} step(s) in the trace; cores at {speed:.4g} flop/s "
         f"(the trace's {nominal:.4g} x --cpu-speed)")
-    rows = []
+    rows, parts, warnings = [], [], []
     with tempfile.TemporaryDirectory(prefix="haloflow-simgrid-") as tmp:
         listing = decompress(files, Path(tmp) / "traces")
-        for net in nets:
+        for pid, net in enumerate(nets, 1):
             p = platform(net, shm, ranks, per_node, speed, args)
             work = (args.outdir / "simgrid" / _safe(net.name)) if args.outdir else \
                 Path(tmp) / _safe(net.name)
-            seconds = replay(listing, ranks, p, work)
+            paje = work / TL.PAJE
+            seconds = replay(listing, ranks, p, work,
+                             extra=TL.options(paje) if args.timeline else ())
+            if args.timeline:
+                ev, warn = TL.events(paje, files, pid, f"SimGrid replay on {net.name}")
+                parts.append(ev)
+                warnings += [f"{net.name}: {w}" for w in warn]
             rows.append({"network": net.name, "ranks": ranks, "nodes": p.nodes,
                          "latency_s": p.latency, "bandwidth_Bps": p.bandwidth,
                          "simulated_s": seconds, "step_s": seconds / args.steps,
@@ -98,6 +110,13 @@ def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout, modelled: dict, 
                "speed_flops": speed, "rows": rows}
         (args.outdir / "simgrid.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
         print(f"results in {args.outdir} (simgrid.json, simgrid/NETWORK/platform.xml)")
+    if parts:
+        TL.write(args.outdir / "timeline.json", parts, {"trace": str(args.trace),
+                                                        "warnings": warnings})
+        for w in warnings:
+            print(f"timeline: {w}")
+        print(f"timeline in {args.outdir / 'timeline.json'} (open it in https://ui.perfetto.dev "
+              "or chrome://tracing)")
     return 0
 
 

@@ -6,20 +6,16 @@ error (exit 2) without SimGrid."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from haloflow.study.simgrid import ENVELOPE, Platform, platform_xml, replay
 from haloflow.study.trace import TraceError
+from tests.simgrid_traces import gz_trace, hockney_out, predict, require_smpirun
 
-REPO = Path(__file__).resolve().parents[2]
 LAT, BW = 50e-6, 100e6  # the 2-node network
 LOOP_LAT, LOOP_BW = 1e-6, 2e9  # within a node
 SPEED = 1e9
@@ -27,11 +23,7 @@ SPEED = 1e9
 
 @pytest.fixture(scope="module", autouse=True)
 def smpirun():
-    if shutil.which("smpirun") is None:
-        if os.environ.get("CI"):
-            pytest.fail("SimGrid is missing: no smpirun (CI installs libsimgrid-dev)",
-                        pytrace=False)
-        pytest.skip("SimGrid is missing: no smpirun on PATH (apt-get install libsimgrid-dev)")
+    require_smpirun()
 
 
 def write_traces(folder: Path, ranks: dict[int, list[str]]) -> Path:
@@ -89,33 +81,6 @@ def test_platform_errors_are_one_line():
         platform_xml(platform(2, fat_tree="2;4;1,2;1,2"))
     xml = platform_xml(platform(16, fat_tree="2;4,4;1,2;1,2"))
     assert 'topology="FAT_TREE"' in xml and 'radical="0-15"' in xml
-
-
-def hockney_out(path: Path, lat: float, bw: float) -> Path:
-    """A NetPIPE .out file of latency + bytes / bandwidth (no CPU overheads beside it)."""
-    lines = []
-    for k in range(23):
-        n = 2 ** k
-        t = lat + n / bw
-        lines.append(f"{n:8d} {n * 8 / t / 2**20:14.6f} {t:.12e}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def gz_trace(folder: Path, ranks: dict[int, list[str]]) -> Path:
-    folder.mkdir(parents=True)
-    for r, lines in ranks.items():
-        with gzip.open(folder / f"rank-{r}.txt.gz", "wt") as f:
-            f.write("".join(f"{r} {x}\n" for x in ["init", *lines, "finalize"]))
-        (folder / f"rank-{r}.json").write_text(json.dumps(
-            {"rank": r, "size": len(ranks), "flops_per_s": 1e9, "calls": {}, "bytes": {}}))
-    return folder
-
-
-def predict(args, env=None):
-    return subprocess.run([sys.executable, "-m", "haloflow", "predict", "--engine", "simgrid",
-                           *args], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env=env)
 
 
 def test_predict_replays_a_trace_folder(tmp_path):

@@ -20,6 +20,7 @@ examples:
   haloflow trace -o runs/of --mpicc mpicc.openmpi --after 5 --for 10 -- \\
       mpirun.openmpi -np 4 icoFoam -parallel
   haloflow predict --engine simgrid --trace runs/tr --network gige-tcp
+  haloflow predict --engine simgrid --trace runs/tr --network gige-tcp --timeline -o runs/tl
 
 Writes DIR/rank-R.txt.gz (SimGrid's time-independent trace of rank R: the replay input of
 `smpirun -replay`), DIR/rank-R.json (its calls and bytes per kind) and DIR/trace.json.
