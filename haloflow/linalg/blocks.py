@@ -22,6 +22,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .matrix import row_product
+
 # The compiled solvers call these kernels from compiled code.  Loaded from numba's cache, such
 # a caller links against the parallel runtime, which only a parallel compile or a thread
 # query loads: without it the link fails ("Symbol not found: allocate_sched") or the call
@@ -120,18 +122,7 @@ def spmv(indptr, indices, data, x, y, nt):
     n = len(indptr) - 1
     for t in nb.prange(nt):
         for i in range(n * t // nt, n * (t + 1) // nt):
-            s = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                s += data[k] * x[indices[k]]
-            y[i] = s
-
-
-@nb.njit(cache=True, inline="always")
-def _row(indptr, indices, data, x, i):
-    s = 0.0
-    for k in range(indptr[i], indptr[i + 1]):
-        s += data[k] * x[indices[k]]
-    return s
+            y[i] = row_product(indptr, indices, data, x, i)
 
 
 @nb.njit(cache=True, parallel=True)
@@ -142,7 +133,7 @@ def spmv_dots4(indptr, indices, data, p, q, r, nt, part, out):
     for t in nb.prange(nt):
         s0 = s1 = s2 = s3 = 0.0
         for i in range(n * t // nt, n * (t + 1) // nt):
-            qi = _row(indptr, indices, data, p, i)
+            qi = row_product(indptr, indices, data, p, i)
             q[i] = qi
             s0 += p[i] * qi
             s1 += p[i] * r[i]
@@ -159,7 +150,7 @@ def spmv_kdots1(indptr, indices, data, c, v, b, nt, part, out):
     for t in nb.prange(nt):
         s0 = s1 = s2 = s3 = s4 = 0.0
         for i in range(n * t // nt, n * (t + 1) // nt):
-            vi = _row(indptr, indices, data, c, i)
+            vi = row_product(indptr, indices, data, c, i)
             v[i] = vi
             s0 += c[i] * vi
             s1 += c[i] * b[i]
@@ -177,7 +168,7 @@ def spmv_kdots2(indptr, indices, data, d, w, v, r2, nt, part, out):
     for t in nb.prange(nt):
         s0 = s1 = s2 = 0.0
         for i in range(n * t // nt, n * (t + 1) // nt):
-            wi = _row(indptr, indices, data, d, i)
+            wi = row_product(indptr, indices, data, d, i)
             w[i] = wi
             s0 += d[i] * v[i]
             s1 += d[i] * wi

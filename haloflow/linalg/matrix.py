@@ -92,23 +92,35 @@ def _fill(data, diag, lower, upper, diag_pos, lower_pos, upper_pos, scale):
             data[lower_pos[f]] = scale * lower[f]
 
 
+@nb.njit(cache=True, inline="always")
+def row_product(indptr, indices, data, x, i):
+    """Row i of A x, summed in the row's order (every product here sums so)."""
+    s = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        s += data[k] * x[indices[k]]
+    return s
+
+
+@nb.njit(cache=True, inline="always")
+def _row_residual(indptr, indices, data, x, b, i):
+    """Row i of b - A x, subtracted in the row's order."""
+    s = b[i]
+    for k in range(indptr[i], indptr[i + 1]):
+        s -= data[k] * x[indices[k]]
+    return s
+
+
 @kernel
 def spmv(indptr, indices, data, x, y):
     for i in nb.prange(len(indptr) - 1):
-        s = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            s += data[k] * x[indices[k]]
-        y[i] = s
+        y[i] = row_product(indptr, indices, data, x, i)
 
 
 @kernel
 def residual(indptr, indices, data, x, b, r):
     """r = b - A x on owned rows."""
     for i in nb.prange(len(indptr) - 1):
-        s = b[i]
-        for k in range(indptr[i], indptr[i + 1]):
-            s -= data[k] * x[indices[k]]
-        r[i] = s
+        r[i] = _row_residual(indptr, indices, data, x, b, i)
 
 
 @kernel
@@ -116,10 +128,7 @@ def spmv_runs(indptr, indices, data, x, y, runs):
     """``spmv`` on the rows of ``runs`` only; each row summed exactly as ``spmv`` does."""
     for r in nb.prange(len(runs) // 2):
         for i in range(runs[2 * r], runs[2 * r + 1]):
-            s = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                s += data[k] * x[indices[k]]
-            y[i] = s
+            y[i] = row_product(indptr, indices, data, x, i)
 
 
 @kernel
@@ -127,10 +136,7 @@ def residual_runs(indptr, indices, data, x, b, r, runs):
     """``residual`` on the rows of ``runs`` only, same per-row order."""
     for q in nb.prange(len(runs) // 2):
         for i in range(runs[2 * q], runs[2 * q + 1]):
-            s = b[i]
-            for k in range(indptr[i], indptr[i + 1]):
-                s -= data[k] * x[indices[k]]
-            r[i] = s
+            r[i] = _row_residual(indptr, indices, data, x, b, i)
 
 
 @kernel

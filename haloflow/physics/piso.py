@@ -25,7 +25,7 @@ from .final_guess import FinalGuess
 from .inflow import Inflow
 from .initial import initial_fields
 from .momentum import Momentum
-from .monitor import StepInfo, StepMonitor
+from .monitor import STALL_STEPS, StepInfo, StepMonitor
 from .patches import EMPTY
 from .pressure import Pressure, correct_fluxes, correct_velocity, predicted_fluxes, relax_pressure
 from .schemes import Gradient
@@ -51,6 +51,7 @@ class PisoSolver:
 
     algorithm = "piso"
     _advice = "try a smaller solver.dt"
+    _stall_steps = STALL_STEPS  # steps in time: a run the time step cannot carry stops
 
     def __init__(self, lmesh, exchanger, reducer, timers=NULL_TIMERS, *, solver, physics,
                  boundary, initial, mesh, halo):
@@ -72,7 +73,8 @@ class PisoSolver:
         u_ref = max(1.0, red.max(float(np.abs(self.bc.u_value).max(initial=0.0)))[0])
         scratch = Scratch.of(lm)
         self.monitor = StepMonitor(lm, self.comps, red, timers, scratch.work, u_ref=u_ref,
-                                   advice=self._advice, owner=self.bc.visited_owner(lm))
+                                   advice=self._advice, owner=self.bc.visited_owner(lm),
+                                   stall_steps=self._stall_steps)
 
         self.U = components(3, n)
         self.p = np.zeros(n)

@@ -186,13 +186,21 @@ def fluxes_and_rhs(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uvalue
             phiH[f] = s
         rhs[o] -= s
         rhs[n] += s
-    # the boundary's g made again is the same: rAU is unchanged
-    _boundary_fluxes(owner, ni, ukind, uvalue, HbyA, sf, gdiff, rAU, pkind, phiH, g)
-    for f in range(ni, len(owner)):  # _boundary_system's rhs
+    for f in range(ni, len(owner)):  # _boundary_fluxes' phiH, _boundary_system's rhs
+        b = f - ni
         o = owner[f]
-        rhs[o] -= phiH[f]
-        if pkind[f - ni] == FIXED:
-            rhs[o] += g[f] * pvalue[f - ni]
+        k = ukind[b]
+        s = 0.0
+        if k == FIXED:
+            for d in range(3):
+                s += uvalue[b, d] * sf[f, d]
+        elif k == ZERO_GRADIENT:
+            for d in range(3):
+                s += HbyA[d, o] * sf[f, d]
+        phiH[f] = s
+        rhs[o] -= s
+        if pkind[b] == FIXED:
+            rhs[o] += g[f] * pvalue[b]
 
 
 @nb.njit(cache=True)

@@ -70,6 +70,7 @@ class SimpleSolver(PisoSolver):
 
     algorithm = "simple"
     _advice = "try smaller solver.relaxation factors"
+    _stall_steps = 0  # iterations, not steps in time
 
     def __init__(self, lmesh, exchanger, reducer, timers=NULL_TIMERS, *, solver, physics,
                  boundary, initial, mesh, halo):
