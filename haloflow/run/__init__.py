@@ -41,7 +41,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     written by: :func:`haloflow.io.checkpoint.case_hash`)."""
     from .loop import run_loop
     from .memory import return_freed_arrays
-    from .outdir import open_outdir, release, write_error
+    from .outdir import open_outdir, record, release, write_error
     from .report import Log, finish, log_setup, write_results
     from .setup import set_threads, setup
 
@@ -77,6 +77,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         raise write_error(e, outdir) from None
     finally:
         if root:
+            record(outdir)
             release(outdir)
 
 
