@@ -173,6 +173,10 @@ def _restart_case(args, overrides, comm):
         raise UserError(found)
     path, name = found
     run_dir = src.parent.parent if src.is_file() else src
+    out = args.outdir
+    if out is not None and Path(path).resolve().is_relative_to(out.resolve()):
+        raise UserError(f"--restart {src}: -o {out} holds the checkpoint it restarts from "
+                        f"({path}); a restart writes into another folder: choose another -o")
     case = load_case(run_dir / "case.toml", overrides)
     case.name = name
     return path, case
