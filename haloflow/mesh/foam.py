@@ -414,6 +414,9 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
         raise MeshError(f"{opath}: {len(owner)} owners for {nf} faces")
     if len(neighbour) > nf:
         neighbour = neighbour[neighbour >= 0]  # very old meshes padded with -1
+        if len(neighbour) > nf:
+            raise MeshError(f"{npath}: {len(neighbour)} neighbours for {nf} faces; expected "
+                            "one per internal face, at most one per face")
     if len(owner) and owner.min() < 0:
         raise MeshError(f"{opath}: negative cell index {owner.min()}")
     if len(neighbour) and neighbour.min() < 0:
