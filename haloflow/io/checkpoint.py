@@ -188,7 +188,10 @@ def read_metadata(path: str) -> Checkpoint:
                         dict(meta.get("extra", {})))
     except CheckpointError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+    except RecursionError:
+        raise bad("metadata nested too deeply") from None
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError,
+            OverflowError):
         raise bad("unreadable metadata") from None
     if ck.step < 0 or n_cells < 1 or n_faces < 1:
         raise bad("negative step or empty mesh in the metadata")

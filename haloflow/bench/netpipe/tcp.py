@@ -57,7 +57,11 @@ class TcpLink:
             raise TcpError("the other side sent a malformed control message")
         buf = bytearray(n)
         _recv_exact(self.sock, memoryview(buf), n)
-        return json.loads(buf)
+        try:
+            return json.loads(buf)
+        except RecursionError:  # bad input from the peer: exit 2, not a traceback
+            raise UserError("the other side sent a control message nested too deeply "
+                            "(not haloflow netpipe --tcp?)") from None
 
     def swap(self, obj):
         self.send(obj)
