@@ -17,6 +17,9 @@ GIB = 1 << 30
 # per cell at 10^5 cells on one rank, the global mesh on rank 0 included): a run that
 # cannot have this much is refused before its mesh is built
 RUN_BYTES_PER_CELL = 1000
+# input files read whole into memory: a file above its ceiling is refused before it is read
+# (a compressed one, while it is decompressed, so a small .gz cannot expand without limit)
+MAX_TABLE_BYTES = 1 << 26  # a CSV profile table: a million rows fit in far less
 
 
 def available_bytes() -> int:
