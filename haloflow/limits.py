@@ -20,6 +20,8 @@ RUN_BYTES_PER_CELL = 1000
 # input files read whole into memory: a file above its ceiling is refused before it is read
 # (a compressed one, while it is decompressed, so a small .gz cannot expand without limit)
 MAX_TABLE_BYTES = 1 << 26  # a CSV profile table: a million rows fit in far less
+MAX_MESH_FILE_BYTES = 1 << 36  # one polyMesh file (points, faces, ...), plain or gzipped
+MESH_PARSE_COST = 4  # bytes of memory per byte of a mesh file while it is parsed, at most
 
 
 def available_bytes() -> int:
@@ -48,6 +50,16 @@ def available_bytes() -> int:
             used = 0
         avail = min(avail, max(soft - used, 0))
     return avail
+
+
+def mesh_file_ceiling() -> tuple[int, str]:
+    """The most bytes one mesh file may hold (decompressed), and what sets it: the fixed
+    ceiling, or the memory parsing it would take."""
+    by_memory = available_bytes() // MESH_PARSE_COST
+    if MAX_MESH_FILE_BYTES <= by_memory:
+        return MAX_MESH_FILE_BYTES, "the ceiling for a mesh file"
+    return by_memory, f"parsing more would take more than the {_size(available_bytes())} " \
+                      "of memory available"
 
 
 def too_big(nbytes: float) -> str | None:
