@@ -234,8 +234,14 @@ def listen(opts) -> int:
     with srv:
         bound = srv.getsockname()
         print(f"haloflow netpipe: listening on {host or '*'}:{bound[1]}", flush=True)
-        sock, addr = srv.accept()
+        srv.settimeout(opts.timeout)
+        try:
+            sock, addr = srv.accept()
+        except TimeoutError:
+            raise UserError(f"--listen {opts.listen}: nobody connected within "
+                            f"{opts.timeout:g} s (--timeout)") from None
     with sock:
+        sock.settimeout(None)
         _nodelay(sock, opts.timeout)
         link = TcpLink(sock, first=False)
         try:
