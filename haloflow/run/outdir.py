@@ -27,15 +27,20 @@ LOCK = ".haloflow-lock"  # held while a run writes into the folder
 MAX_MARKER = 1 << 26  # bytes: a manifest of a million files is well under this
 
 
+def next_free(base: Path, taken, suffix: str = "") -> Path:
+    """``base`` + ``suffix``, or ``<base>-N`` + ``suffix`` with the first N from 2 for which
+    ``taken(path)`` is false: a default output name that never overwrites anything."""
+    out, k = base.with_name(base.name + suffix), 1
+    while taken(out):
+        k += 1
+        out = base.with_name(f"{base.name}-{k}{suffix}")
+    return out
+
+
 def default_outdir(name: str) -> Path:
     """``runs/<name>``, or ``runs/<name>-N`` with the first N not taken by a non-empty folder."""
-    base = Path("runs") / name
-    k = 1
-    out = base
-    while out.exists() and (not out.is_dir() or any(out.iterdir())):
-        k += 1
-        out = base.with_name(f"{name}-{k}")
-    return out
+    return next_free(Path("runs") / name,
+                     lambda p: p.exists() and (not p.is_dir() or any(p.iterdir())))
 
 
 def _alive(pid: int) -> bool:
