@@ -19,7 +19,7 @@ GIB = 1 << 30
 RUN_BYTES_PER_CELL = 1000
 # input files read whole into memory: a file above its ceiling is refused before it is read
 # (a compressed one, while it is decompressed, so a small .gz cannot expand without limit)
-MAX_TABLE_BYTES = 1 << 26  # a CSV profile table: a million rows fit in far less
+MAX_TABLE_BYTES = 16 << 20  # a CSV profile table: 10^5 rows are about 4 MB
 MAX_MESH_FILE_BYTES = 1 << 36  # one polyMesh file (points, faces, ...), plain or gzipped
 MESH_PARSE_COST = 4  # bytes of memory per byte of a mesh file while it is parsed, at most
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,13 +45,12 @@ class ProfileTable:
 
 def read_table(path: str | Path) -> ProfileTable:
     """Read and check a profile table (see the module docstring for the format)."""
+    from .. import limits
+    from .netpipe_file import read_small_text
+
     p = Path(path)
-    try:
-        text = _read_text(p)
-    except FileNotFoundError:
-        raise TableError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TableError(f"{p}: cannot read it ({e})") from None
+    # a regular file of at most the ceiling: /dev/zero or a huge file is never read through
+    text = read_small_text(p, TableError, limits.MAX_TABLE_BYTES)
     rows = [(i + 1, line.split("#", 1)[0].strip()) for i, line in enumerate(text.splitlines())]
     rows = [(n, line) for n, line in rows if line]
     if not rows:
@@ -84,22 +81,3 @@ def read_table(path: str | Path) -> ProfileTable:
     arr = np.array([v for _, v in data])
     return ProfileTable(AXES.index(names[0]), arr[:, 0].copy(), arr[:, 1:].copy())
 
-
-def _read_text(p: Path) -> str:
-    """The file's text: a regular file of at most ``limits.MAX_TABLE_BYTES`` (a device,
-    a pipe or a huge file is refused before it is read; opened without blocking, so a
-    FIFO with no writer cannot hang the check)."""
-    from .. import limits
-
-    cap = limits.MAX_TABLE_BYTES
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise TableError(f"{p}: not a regular file; expected a CSV profile table")
-        if st.st_size > cap:
-            raise TableError(f"{p}: larger than {cap} bytes; expected a CSV profile table")
-        data = f.read(cap + 1)
-    if len(data) > cap:
-        raise TableError(f"{p}: larger than {cap} bytes; expected a CSV profile table")
-    return data.decode("utf-8")
