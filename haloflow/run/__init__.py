@@ -54,6 +54,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         log = Log(outdir / "log.txt" if root else None, quiet=quiet or not root)
         if root:
             (outdir / "case.toml").write_text(case.to_toml(), encoding="utf-8")
+            record(outdir)  # a run that dies early still leaves a folder --force may replace
         run = setup(case, comm, threads, log)
         run.wait_policy = wait_policy
         log_setup(run, outdir, log)

@@ -64,7 +64,7 @@ def _take_lock(outdir: Path) -> Path:
             try:
                 held = json.loads(lock.read_text(encoding="utf-8"))
                 pid, host = int(held["pid"]), str(held["host"])
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
                 pid, host = None, None
             if pid is not None and host == me["host"] and not _alive(pid):
                 lock.unlink(missing_ok=True)  # its run died without releasing it
@@ -84,7 +84,7 @@ def release(outdir: Path) -> None:
     try:
         if int(json.loads(lock.read_text(encoding="utf-8"))["pid"]) == os.getpid():
             lock.unlink()
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         pass
 
 
@@ -119,15 +119,14 @@ def record(outdir: Path) -> None:
         pass
 
 
-def _manifest(outdir: Path) -> set[str]:
-    """What the marker says the previous run wrote (nothing where it lists nothing)."""
+def _manifest(outdir: Path) -> set[str] | None:
+    """What the marker says the previous run wrote; None if it holds no list of files."""
     try:
         with open(outdir / MARKER, "rb") as f:
-            doc = json.loads(f.read(MAX_MARKER + 1))
-        files = doc["files"]
-        return {f for f in files if isinstance(f, str)} if isinstance(files, list) else set()
+            files = json.loads(f.read(MAX_MARKER + 1))["files"]
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return set()
+        return None
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else None
 
 
 def _clear(outdir: Path) -> None:
@@ -135,6 +134,10 @@ def _clear(outdir: Path) -> None:
     manifest lists every entry; links are unlinked, never followed (``shutil.rmtree`` does
     not follow links either)."""
     listed = _manifest(outdir)
+    if listed is None:
+        raise RunError(f"--force refused: {outdir / MARKER} lists no files the run wrote (a "
+                       "run of an older haloflow?); remove the folder yourself or choose "
+                       "another -o")
     for entry in _entries(outdir):
         if entry not in listed:
             raise RunError(f"--force refused: {outdir / entry} was not written by the haloflow "
