@@ -73,6 +73,19 @@ def test_force_refuses_a_run_folder_holding_a_users_file(tmp_path, first_run):
     assert not (run / "checkpoint").exists()  # the first run's, removed; this one wrote none
 
 
+def test_force_refuses_a_marker_without_a_list_of_files(tmp_path):
+    from haloflow.run import RunError
+    from haloflow.run.outdir import MARKER, prepare_outdir
+
+    run = tmp_path / "R"
+    run.mkdir()
+    (run / MARKER).write_text('{"tool": "haloflow run"}\n')  # an older haloflow's marker
+    (run / "summary.json").write_text("{}")
+    with pytest.raises(RunError, match="lists no files the run wrote"):
+        prepare_outdir(run, force=True)
+    assert sorted(p.name for p in run.iterdir()) == [MARKER, "summary.json"]
+
+
 # -- 2: a restart never removes its own source -------------------------------------------------
 
 @pytest.mark.parametrize("src, out", [(".", "."), ("ckpt", "."), (".", "checkpoint"),
@@ -163,6 +176,26 @@ def test_netpipe_reply_nested_too_deeply(tmp_path):
         t.join(10)
     assert "nested too deeply" in one_line(res)
     assert not list(tmp_path.iterdir())
+
+
+def test_other_json_files_nested_too_deeply(tmp_path):
+    """The lock of a run folder, the .json beside a NetPIPE .out, a trace's rank summary:
+    an error or a fallback, never a RecursionError."""
+    from haloflow.io.network import _netpipe_cpu
+    from haloflow.run import RunError
+    from haloflow.run.outdir import LOCK, prepare_outdir
+    from haloflow.study.trace.files import TraceError, summary
+
+    run = tmp_path / "R"
+    run.mkdir()
+    (run / LOCK).write_bytes(DEEP)
+    with pytest.raises(RunError, match="in use by another haloflow run"):
+        prepare_outdir(run, force=False)
+    (tmp_path / "np.json").write_bytes(DEEP)
+    assert _netpipe_cpu(tmp_path / "np.out") == (None, 0.0)
+    (tmp_path / "rank-0.json").write_bytes(DEEP)
+    with pytest.raises(TraceError, match="not a readable rank summary"):
+        summary(tmp_path, 0)
 
 
 # -- 8: a profile table that is not a file, or too large -------------------------------------------
