@@ -85,7 +85,8 @@ def _run_parser(sub) -> None:
                         "`haloflow predict` or a NetPIPE .out file); [parallel] ranks_per_node "
                         "says which ranks share a node (default here: one rank per node)")
     p.add_argument("--force", action="store_true",
-                   help="allow writing into OUTDIR if it holds a previous haloflow run")
+                   help="replace a previous haloflow run in OUTDIR: refused where OUTDIR "
+                        "holds anything that run did not write (the file is named)")
     p.add_argument("--quiet", action="store_true", help="no progress on the terminal")
     p.add_argument("--restart", metavar="RUN_DIR",
                    help="go on from the latest checkpoint of the run in RUN_DIR (or from a "
