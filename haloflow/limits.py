@@ -17,6 +17,11 @@ GIB = 1 << 30
 # per cell at 10^5 cells on one rank, the global mesh on rank 0 included): a run that
 # cannot have this much is refused before its mesh is built
 RUN_BYTES_PER_CELL = 1000
+# input files read whole into memory: a file above its ceiling is refused before it is read
+# (a compressed one, while it is decompressed, so a small .gz cannot expand without limit)
+MAX_TABLE_BYTES = 16 << 20  # a CSV profile table: 10^5 rows are about 4 MB
+MAX_MESH_FILE_BYTES = 1 << 36  # one polyMesh file (points, faces, ...), plain or gzipped
+MESH_PARSE_COST = 4  # bytes of memory per byte of a mesh file while it is parsed, at most
 
 
 def available_bytes() -> int:
@@ -45,6 +50,16 @@ def available_bytes() -> int:
             used = 0
         avail = min(avail, max(soft - used, 0))
     return avail
+
+
+def mesh_file_ceiling() -> tuple[int, str]:
+    """The most bytes one mesh file may hold (decompressed), and what sets it: the fixed
+    ceiling, or the memory parsing it would take."""
+    by_memory = available_bytes() // MESH_PARSE_COST
+    if MAX_MESH_FILE_BYTES <= by_memory:
+        return MAX_MESH_FILE_BYTES, "the ceiling for a mesh file"
+    return by_memory, f"parsing more would take more than the {_size(available_bytes())} " \
+                      "of memory available"
 
 
 def too_big(nbytes: float) -> str | None:

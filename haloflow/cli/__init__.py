@@ -85,7 +85,8 @@ def _run_parser(sub) -> None:
                         "`haloflow predict` or a NetPIPE .out file); [parallel] ranks_per_node "
                         "says which ranks share a node (default here: one rank per node)")
     p.add_argument("--force", action="store_true",
-                   help="allow writing into OUTDIR if it holds a previous haloflow run")
+                   help="replace a previous haloflow run in OUTDIR: refused where OUTDIR "
+                        "holds anything that run did not write (the file is named)")
     p.add_argument("--quiet", action="store_true", help="no progress on the terminal")
     p.add_argument("--restart", metavar="RUN_DIR",
                    help="go on from the latest checkpoint of the run in RUN_DIR (or from a "
@@ -173,6 +174,10 @@ def _restart_case(args, overrides, comm):
         raise UserError(found)
     path, name = found
     run_dir = src.parent.parent if src.is_file() else src
+    out = args.outdir
+    if out is not None and Path(path).resolve().is_relative_to(out.resolve()):
+        raise UserError(f"--restart {src}: -o {out} holds the checkpoint it restarts from "
+                        f"({path}); a restart writes into another folder: choose another -o")
     case = load_case(run_dir / "case.toml", overrides)
     case.name = name
     return path, case

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass
 
@@ -130,6 +131,22 @@ def trailer(meta: bytes) -> bytes:
     return meta + len(meta).to_bytes(8, "little") + END
 
 
+def _non_finite(doc) -> str | None:
+    """``key = value`` of the first NaN or infinity in parsed JSON (``NaN``, ``Infinity``,
+    ``1e999``), its key as a dotted path; None if there is none.  Walked without recursion:
+    the document may be nested as deeply as the parser allows."""
+    todo = [("", doc)]
+    while todo:
+        key, value = todo.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{key or 'value'} = {value}"
+        if isinstance(value, dict):
+            todo.extend((f"{key}.{k}" if key else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((f"{key}[{i}]", v) for i, v in enumerate(value))
+    return None
+
+
 @dataclass
 class Checkpoint:
     """A checkpoint's metadata, read and checked (the payload is read collectively)."""
@@ -169,6 +186,9 @@ def read_metadata(path: str) -> Checkpoint:
         raise CheckpointError(f"{path}: cannot read the checkpoint ({e.strerror})") from None
     try:
         meta = json.loads(raw.decode())
+        where = _non_finite(meta)
+        if where:
+            raise bad(f"{where[:200]}: expected a finite number")
         if meta.get("format") != "haloflow checkpoint" or meta.get("version") != VERSION:
             raise bad(f"format {meta.get('format')!r} version {meta.get('version')!r}, "
                       f"expected version {VERSION}")
@@ -188,10 +208,15 @@ def read_metadata(path: str) -> Checkpoint:
                         dict(meta.get("extra", {})))
     except CheckpointError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+    except RecursionError:
+        raise bad("metadata nested too deeply") from None
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError,
+            OverflowError):
         raise bad("unreadable metadata") from None
     if ck.step < 0 or n_cells < 1 or n_faces < 1:
         raise bad("negative step or empty mesh in the metadata")
+    if not math.isfinite(ck.time):
+        raise bad(f"time = {ck.time}: expected a finite number")
     return ck
 
 

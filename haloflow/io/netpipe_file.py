@@ -65,7 +65,8 @@ def read_small_text(path: Path, error=ValueError, limit: int = MAX_TEXT) -> str:
     except OSError as e:
         raise error(f"{path}: cannot read ({e.strerror})") from None
     if len(data) > limit:
-        raise error(f"{path}: larger than {limit >> 20} MiB; expected a small text file")
+        size = f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit} bytes"
+        raise error(f"{path}: larger than {size}; expected a small text file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

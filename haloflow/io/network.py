@@ -148,7 +148,7 @@ def _netpipe_cpu(path) -> tuple[float | None, float]:
         fits = [cpu["first"], cpu["other"]]
         o = sum(max(float(f["small_us"]), 0.0) for f in fits) / 2e6
         o_byte = sum(max(float(f["per_byte_ns"]), 0.0) for f in fits) / 2e9
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None, 0.0
     return (o, o_byte) if math.isfinite(o) and math.isfinite(o_byte) else (None, 0.0)
 

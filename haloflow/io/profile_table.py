@@ -45,13 +45,12 @@ class ProfileTable:
 
 def read_table(path: str | Path) -> ProfileTable:
     """Read and check a profile table (see the module docstring for the format)."""
+    from .. import limits
+    from .netpipe_file import read_small_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TableError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TableError(f"{p}: cannot read it ({e})") from None
+    # a regular file of at most the ceiling: /dev/zero or a huge file is never read through
+    text = read_small_text(p, TableError, limits.MAX_TABLE_BYTES)
     rows = [(i + 1, line.split("#", 1)[0].strip()) for i, line in enumerate(text.splitlines())]
     rows = [(n, line) for n, line in rows if line]
     if not rows:
@@ -81,3 +80,4 @@ def read_table(path: str | Path) -> ProfileTable:
         raise TableError(f"{p}: {len(data)} rows; a profile needs at least 2")
     arr = np.array([v for _, v in data])
     return ProfileTable(AXES.index(names[0]), arr[:, 0].copy(), arr[:, 1:].copy())
+

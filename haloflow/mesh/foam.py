@@ -12,6 +12,8 @@ patches); the reader checks that and restores it when a tool wrote something els
 
 from __future__ import annotations
 
+import gzip
+import os
 import re
 import warnings
 import zlib
@@ -54,28 +56,33 @@ def _open(folder: Path, name: str) -> Lexer:
     for path in (folder / name, folder / f"{name}.gz"):
         if path.is_file():
             try:
-                data = path.read_bytes()
-                if path.suffix == ".gz":
-                    data = _gunzip(path, data)
+                data = _read(path)
             except (OSError, EOFError, zlib.error) as e:
                 raise MeshError(f"{path}: cannot read ({e})") from None
             return Lexer(path, data)
     raise MeshError(f"{folder}: no '{name}' file (a polyMesh needs {', '.join(FILES)})")
 
 
-def _gunzip(path: Path, data: bytes) -> bytes:
-    """Decompress, stopping once the output outgrows the memory left (a small .gz can claim
-    terabytes)."""
-    from ..limits import available_bytes, too_big
+def _read(path: Path) -> bytes:
+    """The file's bytes, decompressed if it is a .gz, at most the mesh file ceiling of
+    :mod:`haloflow.limits` (a small .gz can claim terabytes; a plain file has the same
+    ceiling), read with that limit so that no more is ever held."""
+    from ..limits import mesh_file_ceiling
 
-    cap = available_bytes() // 2
-    d = zlib.decompressobj(wbits=31)
-    out = d.decompress(data, cap + 1)
-    if len(out) > cap:
-        raise MeshError(f"{path}: decompressing it {too_big(2 * len(out) + 1) or 'overflows'}")
-    if not d.eof:
-        raise EOFError("truncated gzip stream")
-    return out
+    cap, why = mesh_file_ceiling()
+    gz = path.suffix == ".gz"
+    too_large = MeshError(f"{path}: larger than {cap} bytes{' decompressed' if gz else ''} "
+                          f"({why})")
+    chunks, n = [], 0
+    with (gzip.open if gz else open)(path, "rb") as f:
+        if not gz and os.fstat(f.fileno()).st_size > cap:
+            raise too_large
+        while chunk := f.read(1 << 22):
+            n += len(chunk)
+            if n > cap:
+                raise too_large
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _header(lex: Lexer, name: str) -> _Header:
@@ -414,6 +421,9 @@ def read_foam(path: str | Path, notes: list[str] | None = None):
         raise MeshError(f"{opath}: {len(owner)} owners for {nf} faces")
     if len(neighbour) > nf:
         neighbour = neighbour[neighbour >= 0]  # very old meshes padded with -1
+        if len(neighbour) > nf:
+            raise MeshError(f"{npath}: {len(neighbour)} neighbours for {nf} faces; expected "
+                            "one per internal face, at most one per face")
     if len(owner) and owner.min() < 0:
         raise MeshError(f"{opath}: negative cell index {owner.min()}")
     if len(neighbour) and neighbour.min() < 0:

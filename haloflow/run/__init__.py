@@ -41,7 +41,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     written by: :func:`haloflow.io.checkpoint.case_hash`)."""
     from .loop import run_loop
     from .memory import return_freed_arrays
-    from .outdir import open_outdir, release, write_error
+    from .outdir import open_outdir, record, release, write_error
     from .report import Log, finish, log_setup, write_results
     from .setup import set_threads, setup
 
@@ -54,6 +54,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         log = Log(outdir / "log.txt" if root else None, quiet=quiet or not root)
         if root:
             (outdir / "case.toml").write_text(case.to_toml(), encoding="utf-8")
+            record(outdir)  # a run that dies early still leaves a folder --force may replace
         run = setup(case, comm, threads, log)
         run.wait_policy = wait_policy
         log_setup(run, outdir, log)
@@ -77,6 +78,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         raise write_error(e, outdir) from None
     finally:
         if root:
+            record(outdir)
             release(outdir)
 
 

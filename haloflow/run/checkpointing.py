@@ -23,6 +23,7 @@ import numpy as np
 from ..io import checkpoint as fmt
 from ..io.checkpoint import CheckpointError, FieldSpec
 from . import RunError
+from .outdir import record
 
 FOLDER = "checkpoint"
 
@@ -152,6 +153,7 @@ class Checkpointer:
                 _fsync_dir(self.folder)
                 for old in fmt.list_checkpoints(str(self.folder))[: -self.keep]:
                     os.remove(old)
+                record(self.folder.parent)
             except OSError as e:
                 _remove(tmp)
                 raise RunError(f"{final}: cannot write the checkpoint ({e.strerror})") from None

@@ -4,8 +4,11 @@ marked as one of its runs; never a user's folder of other things.
 A run takes its folder with a lock file created atomically (``O_CREAT | O_EXCL``): a second
 run started into the same folder is refused while the first is alive, and a lock left by a
 process that died (killed, ``MPI_Abort``) is recognised by its pid and taken over.  The
-marker file says "haloflow wrote this": only such a folder is emptied by ``--force``, entry
-by entry, links unlinked and never followed, so nothing outside the folder is touched.
+marker file says "haloflow wrote this" and lists what the run wrote (its manifest, updated
+after every checkpoint and at the end of the run): ``--force`` empties only a folder whose
+every entry the manifest lists, and otherwise names the first one it does not, so a file a
+user put there is never removed.  Links are unlinked, never followed, so nothing outside
+the folder is touched.
 """
 
 from __future__ import annotations
@@ -21,17 +24,23 @@ from . import RunError
 
 MARKER = ".haloflow-run"  # written into every run folder: what --force may replace
 LOCK = ".haloflow-lock"  # held while a run writes into the folder
+MAX_MARKER = 1 << 26  # bytes: a manifest of a million files is well under this
+
+
+def next_free(base: Path, taken, suffix: str = "") -> Path:
+    """``base`` + ``suffix``, or ``<base>-N`` + ``suffix`` with the first N from 2 for which
+    ``taken(path)`` is false: a default output name that never overwrites anything."""
+    out, k = base.with_name(base.name + suffix), 1
+    while taken(out):
+        k += 1
+        out = base.with_name(f"{base.name}-{k}{suffix}")
+    return out
 
 
 def default_outdir(name: str) -> Path:
     """``runs/<name>``, or ``runs/<name>-N`` with the first N not taken by a non-empty folder."""
-    base = Path("runs") / name
-    k = 1
-    out = base
-    while out.exists() and (not out.is_dir() or any(out.iterdir())):
-        k += 1
-        out = base.with_name(f"{name}-{k}")
-    return out
+    return next_free(Path("runs") / name,
+                     lambda p: p.exists() and (not p.is_dir() or any(p.iterdir())))
 
 
 def _alive(pid: int) -> bool:
@@ -55,7 +64,7 @@ def _take_lock(outdir: Path) -> Path:
             try:
                 held = json.loads(lock.read_text(encoding="utf-8"))
                 pid, host = int(held["pid"]), str(held["host"])
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
                 pid, host = None, None
             if pid is not None and host == me["host"] and not _alive(pid):
                 lock.unlink(missing_ok=True)  # its run died without releasing it
@@ -75,13 +84,65 @@ def release(outdir: Path) -> None:
     try:
         if int(json.loads(lock.read_text(encoding="utf-8"))["pid"]) == os.getpid():
             lock.unlink()
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         pass
 
 
+def _entries(outdir: Path) -> list[str]:
+    """Every entry under ``outdir`` but the lock and the marker, as paths relative to it
+    (``/``-separated), a folder before what it holds; links are listed, never followed."""
+    out = []
+    for top, dirs, files in os.walk(outdir):
+        rel = Path(top).relative_to(outdir)
+        dirs.sort()
+        for name in sorted(dirs) + sorted(files):
+            path = (rel / name).as_posix()
+            if path not in (LOCK, MARKER, MARKER + ".tmp"):
+                out.append(path)
+    return out
+
+
+def _write_marker(outdir: Path, files: list[str]) -> None:
+    tmp = outdir / (MARKER + ".tmp")
+    tmp.write_text(json.dumps({"tool": "haloflow run", "files": files}) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, outdir / MARKER)
+
+
+def record(outdir: Path) -> None:
+    """Rank 0: list what is in the run folder now in its marker, the manifest ``--force``
+    checks (everything there was written by this run: the folder was empty when it began).
+    A manifest that cannot be written is left as it was: ``--force`` then refuses more."""
+    try:
+        _write_marker(outdir, _entries(outdir))
+    except OSError:
+        pass
+
+
+def _manifest(outdir: Path) -> set[str] | None:
+    """What the marker says the previous run wrote; None if it holds no list of files."""
+    try:
+        with open(outdir / MARKER, "rb") as f:
+            files = json.loads(f.read(MAX_MARKER + 1))["files"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else None
+
+
 def _clear(outdir: Path) -> None:
-    """Remove what the previous run wrote, the lock excepted; links are unlinked, never
-    followed (``shutil.rmtree`` does not follow links either)."""
+    """Remove what the previous run wrote, the lock excepted, after checking that its
+    manifest lists every entry; links are unlinked, never followed (``shutil.rmtree`` does
+    not follow links either)."""
+    listed = _manifest(outdir)
+    if listed is None:
+        raise RunError(f"--force refused: {outdir / MARKER} lists no files the run wrote (a "
+                       "run of an older haloflow?); remove the folder yourself or choose "
+                       "another -o")
+    for entry in _entries(outdir):
+        if entry not in listed:
+            raise RunError(f"--force refused: {outdir / entry} was not written by the haloflow "
+                           f"run in {outdir} (its {MARKER} does not list it); move it away or "
+                           "choose another -o")
     for entry in outdir.iterdir():
         if entry.name == LOCK:
             continue
@@ -112,9 +173,8 @@ def prepare_outdir(outdir: Path, force: bool) -> None:
                 raise RunError(f"--force refused: {outdir} is not a folder haloflow made for "
                                f"a run (no {MARKER} file); choose another -o")
             _clear(outdir)
-        (outdir / MARKER).write_text(json.dumps({"tool": "haloflow run"}) + "\n",
-                                     encoding="utf-8")
         (outdir / "plots").mkdir()
+        _write_marker(outdir, ["plots"])
     except OSError as e:
         release(outdir)
         raise RunError(f"output directory {e.filename or outdir}: cannot write ({e.strerror})"

@@ -15,7 +15,7 @@ import pytest
 
 from haloflow.cli import main as cli_main
 from haloflow.run import RunError
-from haloflow.run.outdir import LOCK, MARKER, prepare_outdir, release
+from haloflow.run.outdir import LOCK, MARKER, prepare_outdir, record, release
 from tests.limited import REPO, haloflow, one_line
 
 QUICK = ["--set", "mesh.cells=[4,4,1]", "--steps", "1", "--quiet", "--set",
@@ -43,6 +43,7 @@ def test_force_removes_what_the_previous_run_wrote_and_follows_no_link(tmp_path)
     (out / "fields").mkdir()
     (out / "fields" / "link").symlink_to(precious)  # a link out of the folder
     (out / "outside").symlink_to(precious)
+    record(out)  # what the run writes at its end: the manifest of its files
     prepare_outdir(out, force=True)
     release(out)
     assert sorted(p.name for p in out.iterdir()) == [MARKER, "plots"]

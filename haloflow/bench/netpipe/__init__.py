@@ -21,6 +21,7 @@ __all__ = ["IntegrityError", "Options", "add_parser", "main", "options"]
 EPILOG = """\
 examples:
   mpiexec -n 2 haloflow netpipe                       # ping-pong 1 B .. 8 MiB -> np.out
+                                                      # (np-2.out, ... if np.out is taken)
   mpiexec -n 2 haloflow netpipe --mode bidir -o bidir.out
   mpiexec -n 2 haloflow netpipe --mode put --sync lock --max 1M
   mpiexec -n 2 haloflow netpipe --integrity --nocache # verify every byte, cold buffers
@@ -59,7 +60,8 @@ def add_parser(sub) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--output", type=Path, metavar="FILE.out",
                    help="NetPIPE-format results; FILE.json and FILE.png go beside it "
-                        "(default: np.out; pairs.json with --pairs)")
+                        "(default: np.out, or np-2.out, np-3.out, ... where taken; "
+                        "pairs.json, pairs-2.json, ... with --pairs)")
     p.add_argument("--min", default="1", metavar="SIZE", help="smallest message (default 1)")
     p.add_argument("--max", default="8M", metavar="SIZE", help="largest message (default 8M)")
     p.add_argument("--perturb", type=int, default=3, metavar="N",
@@ -90,7 +92,8 @@ def add_parser(sub) -> None:
                    help="overwrite the -o file (and its .json and .png) if it exists")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="--tcp: give up when the other side does not answer within S seconds "
-                        "(connecting, or waiting for data; default 60)")
+                        "(connecting, waiting for it to connect, or waiting for data; "
+                        "default 60)")
     p.add_argument("--cpu", action="store_true",
                    help="also the CPU time (user, system) each side spends per message, and "
                         "a fit per message and per byte (the LogGP overhead o)")
@@ -164,16 +167,32 @@ def options(args) -> Options:
         raise UserError(f"-o {args.output}: name the .out file; .json and .png go beside it")
     if not 0.0 < args.timeout <= 86400.0:
         raise UserError(f"--timeout {args.timeout}: expected 0 < S <= 86400 seconds")
-    if args.output is not None and not args.force:
-        out = args.output
-        taken = [p for p in (out, out.with_suffix(".json"), out.with_suffix(".png"))
+    output = args.output
+    if output is not None and not args.force:
+        taken = [p for p in (output, output.with_suffix(".json"), output.with_suffix(".png"))
                  if p.exists() or p.is_symlink()]
         if taken:
-            raise UserError(f"-o {out}: {taken[0]} exists; pass --force to overwrite it")
-    return Options(args.output, lo, hi, args.perturb, args.mode, args.sync or "fence",
+            raise UserError(f"-o {output}: {taken[0]} exists; pass --force to overwrite it")
+    if output is None and not args.listen:  # the listening side writes nothing
+        output = default_output(args.pairs)
+    return Options(output, lo, hi, args.perturb, args.mode, args.sync or "fence",
                    args.integrity, args.nocache, pool, args.trial_time, args.trials,
                    args.engine, args.quiet, tcp, args.listen, args.connect, args.pairs,
                    args.timeout, args.cpu, args.overlap)
+
+
+def default_output(pairs: bool) -> Path:
+    """``np.out`` (``pairs.json`` with ``--pairs``), or ``np-N.out`` with the first N whose
+    files (.out, .json, .png and the -cpu and -overlap plots) are none of them there."""
+    from ...run.outdir import next_free
+
+    def taken(out: Path) -> bool:
+        names = [out.with_suffix(s) for s in (".out", ".json", ".png")]
+        names += [out.with_name(out.stem + s) for s in ("-cpu.png", "-overlap.png")]
+        return any(p.exists() or p.is_symlink() for p in names)
+
+    return next_free(Path("pairs" if pairs else "np"), taken,
+                     ".json" if pairs else ".out")
 
 
 def main(args) -> int:

@@ -57,7 +57,11 @@ class TcpLink:
             raise TcpError("the other side sent a malformed control message")
         buf = bytearray(n)
         _recv_exact(self.sock, memoryview(buf), n)
-        return json.loads(buf)
+        try:
+            return json.loads(buf)
+        except RecursionError:  # bad input from the peer: exit 2, not a traceback
+            raise UserError("the other side sent a control message nested too deeply "
+                            "(not haloflow netpipe --tcp?)") from None
 
     def swap(self, obj):
         self.send(obj)
@@ -230,8 +234,14 @@ def listen(opts) -> int:
     with srv:
         bound = srv.getsockname()
         print(f"haloflow netpipe: listening on {host or '*'}:{bound[1]}", flush=True)
-        sock, addr = srv.accept()
+        srv.settimeout(opts.timeout)
+        try:
+            sock, addr = srv.accept()
+        except TimeoutError:
+            raise UserError(f"--listen {opts.listen}: nobody connected within "
+                            f"{opts.timeout:g} s (--timeout)") from None
     with sock:
+        sock.settimeout(None)
         _nodelay(sock, opts.timeout)
         link = TcpLink(sock, first=False)
         try:

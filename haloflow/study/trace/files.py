@@ -60,7 +60,7 @@ def summary(folder: Path, rank: int) -> dict:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TraceError(f"{path}: missing (did rank {rank} reach MPI_Finalize?)") from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise TraceError(f"{path}: not a readable rank summary ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("calls"), dict):
         raise TraceError(f"{path}: not a rank summary of `haloflow trace`")

@@ -1,0 +1,312 @@
+"""More inputs that lost a user's files, printed tracebacks, hung or read without limit
+(issue 50), each run as a user would: one line and exit 2, nothing of the user's touched."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from haloflow import limits
+from haloflow.io import checkpoint as fmt
+from tests.limited import haloflow, one_line
+from tests.unit.test_fuzz_reproducers import (
+    QUICK,
+    _case,
+    _foam_copy,
+    _list_body,
+    _listener,
+    _talk_to_listener,
+)
+
+SMALL = ["--set", "mesh.cells=[8,8,1]", "--steps", "2", "--quiet"]
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    """Every entry under ``folder``: a file's bytes, None for a folder."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """A run with every output (fields, plots) and two checkpoints."""
+    out = tmp_path_factory.mktemp("first") / "R"
+    res = haloflow("run", "cavity", *SMALL, "--set", "output.checkpoint_every=1", "-o", out)
+    assert res.returncode == 0, res.stderr
+    assert len(list((out / "checkpoint").glob("step-*.ckpt"))) == 2
+    return out
+
+
+def _copy(first_run, tmp_path, name="R") -> Path:
+    run = tmp_path / name
+    shutil.copytree(first_run, run, symlinks=True)
+    return run
+
+
+# -- 1: --force removes only what a run wrote ----------------------------------------------------
+
+def test_force_refuses_a_run_folder_holding_a_users_file(tmp_path, first_run):
+    run = _copy(first_run, tmp_path)
+    for mine, named in ((run / "notes.txt", "notes.txt"),
+                        (run / "fields" / "mine.vtu", "fields/mine.vtu"),
+                        (run / "extra" / "a.txt", "extra")):
+        mine.parent.mkdir(exist_ok=True)
+        mine.write_text("mine\n")
+        before = _tree(run)
+        msg = one_line(haloflow("run", "cavity", *SMALL, "-o", run, "--force"))
+        assert "--force refused" in msg and str(run / named) in msg, msg
+        assert _tree(run) == before
+        if mine.parent.name == "extra":
+            shutil.rmtree(mine.parent)
+        else:
+            mine.unlink()
+    res = haloflow("run", "cavity", *SMALL, "-o", run, "--force")  # only the run's files
+    assert res.returncode == 0, res.stderr
+    assert (run / "summary.json").is_file() and not (run / "notes.txt").exists()
+    assert not (run / "checkpoint").exists()  # the first run's, removed; this one wrote none
+
+
+def test_force_refuses_a_marker_without_a_list_of_files(tmp_path):
+    from haloflow.run import RunError
+    from haloflow.run.outdir import MARKER, prepare_outdir
+
+    run = tmp_path / "R"
+    run.mkdir()
+    (run / MARKER).write_text('{"tool": "haloflow run"}\n')  # an older haloflow's marker
+    (run / "summary.json").write_text("{}")
+    with pytest.raises(RunError, match="lists no files the run wrote"):
+        prepare_outdir(run, force=True)
+    assert sorted(p.name for p in run.iterdir()) == [MARKER, "summary.json"]
+
+
+# -- 2: a restart never removes its own source -------------------------------------------------
+
+@pytest.mark.parametrize("src, out", [(".", "."), ("ckpt", "."), (".", "checkpoint"),
+                                      ("ckpt", "checkpoint"), (".", "..")])
+def test_restart_into_the_folder_of_its_checkpoint_is_refused(tmp_path, first_run, src, out):
+    run = _copy(first_run, tmp_path)
+    ckpt = sorted((run / "checkpoint").glob("step-*.ckpt"))[-1]
+    source = ckpt if src == "ckpt" else run
+    before = _tree(tmp_path)
+    msg = one_line(haloflow("run", "--restart", source, "-o", run / out, "--force", "--quiet"))
+    assert "--restart" in msg and "-o" in msg and "checkpoint" in msg, msg
+    assert _tree(tmp_path) == before
+
+
+# -- 6: a neighbour list longer than the faces ---------------------------------------------------
+
+def _long_neighbour(tmp_path) -> Path:
+    neighbour = _foam_copy(tmp_path) / "neighbour"
+    head, body, tail = _list_body(neighbour, 17)
+    items = body.split() + ["1"] * 43  # 60 labels for the mesh's 55 faces
+    neighbour.write_text(head[: head.rindex("17")] + "60\n(\n" + "\n".join(items) + "\n"
+                         + tail)
+    return tmp_path / "m"
+
+
+def test_neighbour_list_longer_than_the_faces(tmp_path):
+    mesh = _long_neighbour(tmp_path)
+    msg = one_line(haloflow("mesh", "check", mesh))
+    assert "neighbour" in msg and "60 neighbours for 55 faces" in msg, msg
+    msg = one_line(haloflow("run", _case(tmp_path, mesh), "-o", tmp_path / "o", *QUICK))
+    assert "neighbour" in msg and "60 neighbours for 55 faces" in msg, msg
+
+
+def test_neighbour_list_longer_than_the_faces_on_two_ranks(tmp_path):
+    from tests.mpi.conftest import find_mpiexec, run_mpi
+
+    exe = find_mpiexec()
+    if exe is None:
+        pytest.skip("no mpiexec in the venv")
+    mesh = _long_neighbour(tmp_path)
+    res = run_mpi(exe, 2, "-m", "haloflow", "run", str(_case(tmp_path, mesh)), "-o",
+                  str(tmp_path / "o"), *QUICK)
+    msg = one_line(res)
+    assert "60 neighbours for 55 faces" in msg, msg
+
+
+# -- 7: JSON nested too deeply ---------------------------------------------------------------------
+
+DEEP = b"[" * 100000 + b"]" * 100000
+
+
+def test_checkpoint_metadata_nested_too_deeply(tmp_path):
+    ckpt = tmp_path / "R" / "checkpoint" / "step-000000001.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(fmt.MAGIC + fmt.trailer(b'{"format": ' + DEEP + b"}"))
+    for src in (ckpt, tmp_path / "R"):
+        msg = one_line(haloflow("run", "--restart", src, "-o", tmp_path / "o"))
+        assert str(ckpt) in msg and "nested too deeply" in msg, msg
+    assert not (tmp_path / "o").exists()
+
+
+def test_netpipe_control_message_nested_too_deeply():
+    rc, err = _talk_to_listener(struct.pack("!I", len(DEEP)) + DEEP)
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "nested too deeply" in err
+
+
+def test_netpipe_reply_nested_too_deeply(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        port = srv.getsockname()[1]
+
+        def answer():
+            conn, _ = srv.accept()
+            with conn:
+                head = b""
+                while len(head) < 4:
+                    head += conn.recv(4 - len(head))
+                n = struct.unpack("!I", head)[0]
+                while n:
+                    n -= len(conn.recv(n))
+                conn.sendall(struct.pack("!I", len(DEEP)) + DEEP)
+                conn.recv(1)  # until the other side closes
+
+        t = threading.Thread(target=answer, daemon=True)
+        t.start()
+        res = haloflow("netpipe", "--connect", f"127.0.0.1:{port}", "--timeout", "5",
+                       "--max", "1K", "-o", tmp_path / "x.out", timeout=60)
+        t.join(10)
+    assert "nested too deeply" in one_line(res)
+    assert not list(tmp_path.iterdir())
+
+
+def test_other_json_files_nested_too_deeply(tmp_path):
+    """The lock of a run folder, the .json beside a NetPIPE .out, a trace's rank summary:
+    an error or a fallback, never a RecursionError."""
+    from haloflow.io.network import _netpipe_cpu
+    from haloflow.run import RunError
+    from haloflow.run.outdir import LOCK, prepare_outdir
+    from haloflow.study.trace.files import TraceError, summary
+
+    run = tmp_path / "R"
+    run.mkdir()
+    (run / LOCK).write_bytes(DEEP)
+    with pytest.raises(RunError, match="in use by another haloflow run"):
+        prepare_outdir(run, force=False)
+    (tmp_path / "np.json").write_bytes(DEEP)
+    assert _netpipe_cpu(tmp_path / "np.out") == (None, 0.0)
+    (tmp_path / "rank-0.json").write_bytes(DEEP)
+    with pytest.raises(TraceError, match="not a readable rank summary"):
+        summary(tmp_path, 0)
+
+
+# -- 8: a profile table that is not a file, or too large -------------------------------------------
+
+def test_inlet_table_dev_zero(tmp_path):
+    from haloflow.case import CASES_DIR
+
+    text = (CASES_DIR / "channel.toml").read_text()
+    inlet = re.search(r"U = \[1.0, 0.0, 0.0\].*\nprofile = \"uniform\".*\n", text)
+    assert inlet, "channel.toml's inlet changed"
+    case = tmp_path / "c.toml"
+    case.write_text(text.replace(inlet.group(), 'profile = "table"\ntable = "/dev/zero"\n'))
+    msg = one_line(haloflow("run", case, "--set", "mesh.cells=[8,4,1]", "-o", tmp_path / "o",
+                            *QUICK, timeout=60))
+    assert "boundary.left.table" in msg and "/dev/zero" in msg and "not a regular file" in msg
+    assert not (tmp_path / "o").exists()
+
+
+def test_inlet_table_larger_than_the_ceiling(tmp_path, monkeypatch):
+    from haloflow.io.profile_table import TableError, read_table
+
+    table = tmp_path / "t.csv"
+    table.write_text("y,Ux,Uy,Uz\n" + "".join(f"{k / 100},1,0,0\n" for k in range(101)))
+    assert len(read_table(table).coord) == 101
+    monkeypatch.setattr(limits, "MAX_TABLE_BYTES", 1000, raising=False)
+    with pytest.raises(TableError) as e:
+        read_table(table)
+    assert str(table) in str(e.value) and "larger than 1000 bytes" in str(e.value)
+
+
+# -- 9: decompressed mesh files have the ceiling of plain ones -------------------------------------
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_points_padded_past_the_ceiling(tmp_path, monkeypatch, gz):
+    from haloflow.mesh import MeshError
+    from haloflow.mesh.foam import read_foam
+
+    points = _foam_copy(tmp_path) / "points"
+    data = points.read_bytes()
+    assert read_foam(tmp_path / "m").n_cells == 12
+    padded = data + b" " * 20000
+    if gz:
+        points.unlink()
+        points = points.with_name("points.gz")
+        points.write_bytes(gzip.compress(padded))
+    else:
+        points.write_bytes(padded)
+    assert read_foam(tmp_path / "m").n_cells == 12  # under the real ceiling: accepted
+    monkeypatch.setattr(limits, "MAX_MESH_FILE_BYTES", len(data) + 1000, raising=False)
+    with pytest.raises(MeshError) as e:
+        read_foam(tmp_path / "m")
+    msg = str(e.value)
+    assert str(points) in msg and f"larger than {len(data) + 1000} bytes" in msg, msg
+    assert "\n" not in msg
+
+
+# -- 10: non-finite numbers in checkpoint metadata -------------------------------------------------
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_checkpoint_time_not_finite(tmp_path, first_run, value):
+    run = _copy(first_run, tmp_path)
+    ckpt = sorted((run / "checkpoint").glob("step-*.ckpt"))[-1]
+    data = ckpt.read_bytes()
+    n = int.from_bytes(data[-fmt.TRAILER:-fmt.TRAILER + 8], "little")
+    meta = json.loads(data[-fmt.TRAILER - n:-fmt.TRAILER])
+    meta["time"] = "TIME"
+    bad = json.dumps(meta, sort_keys=True).replace('"TIME"', value).encode()
+    ckpt.write_bytes(data[:-fmt.TRAILER - n] + fmt.trailer(bad))
+    msg = one_line(haloflow("run", "--restart", run, "-o", tmp_path / "o", "--quiet"))
+    assert str(ckpt) in msg and "time" in msg and "finite" in msg, msg
+    assert not (tmp_path / "o").exists()
+
+
+# -- 11: --listen --timeout bounds the wait for a peer ---------------------------------------------
+
+def test_netpipe_listen_timeout_without_a_peer():
+    t = time.perf_counter()
+    msg = one_line(haloflow("netpipe", "--tcp", "--listen", "127.0.0.1:0", "--timeout", "1",
+                            timeout=30))
+    assert "--listen" in msg and "within 1 s" in msg, msg
+    assert time.perf_counter() - t < 20
+
+
+# -- 12: netpipe's default output names never overwrite -------------------------------------------
+
+def _tcp_sweep(cwd: Path) -> subprocess.CompletedProcess:
+    listener = _listener()
+    try:
+        port = int(listener.stdout.readline().rsplit(":", 1)[1])
+        res = haloflow("netpipe", "--connect", f"127.0.0.1:{port}", "--timeout", "5",
+                       "--max", "64", "--perturb", "0", "--trials", "1", "--trial-time",
+                       "0.01", "--quiet", cwd=cwd, timeout=120)
+        listener.wait(timeout=60)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def test_netpipe_default_names_are_never_overwritten(tmp_path):
+    (tmp_path / "np.out").write_text("mine\n")
+    _tcp_sweep(tmp_path)
+    assert (tmp_path / "np.out").read_text() == "mine\n"
+    assert {p.name for p in tmp_path.iterdir()} == {"np.out", "np-2.out", "np-2.json",
+                                                    "np-2.png"}
+    json.loads((tmp_path / "np-2.json").read_text())
+    before = _tree(tmp_path)
+    _tcp_sweep(tmp_path)
+    assert {k: v for k, v in _tree(tmp_path).items() if k in before} == before
+    assert {"np-3.out", "np-3.json", "np-3.png"} <= {p.name for p in tmp_path.iterdir()}
