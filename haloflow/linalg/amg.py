@@ -658,6 +658,8 @@ class AMG:
         if lev.split and lev.ncols == n:
             kern.gs_from_zero_restrict(*args, lev.diag_pos, lev.dinv, b, x, n, nx.agg, rc, nx.ncols)
             lev.exchange(x)
+            if lev.cut is not None:  # the resweep's exchange, which ranks with a cut make
+                lev.exchange(x)
             return
         if lev.split:
             x[n:] = 0.0

@@ -264,6 +264,8 @@ def _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc):
     if lv[i, SPLIT] and lv[i, NCOLS] == n:  # no ghost columns: one pass
         kern.gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x, n, ag, rc, nc)
         _exchange(h, cnt, i, x)
+        if lv[i, HASCUT]:  # the resweep's exchange, which ranks with a cut make (counted)
+            _exchange(h, cnt, i, x)
         return
     if lv[i, SPLIT]:
         x[n:] = 0.0

@@ -247,6 +247,8 @@ class DeviceSolve:
             k.gs_from_zero(d, b, x)
             k.upper_restrict(d, x, d.agg, rc, d.nc, False)
             self._exchange(i, x)
+            if d.cut is not None:  # the resweep's exchange, which ranks with a cut make
+                self._exchange(i, x)
             return
         if d.split:
             k.fill(x[d.n:], 0.0, d.ncols - d.n)

@@ -4,7 +4,9 @@ Each rank reports its phase timers, the counters of every halo exchanger it used
 solver's and the AMG coarse levels') and its allreduce counters; rank 0 summarises them
 (min/mean/max over ranks, share of the time loop, compute imbalance, communication fraction,
 exchanges and allreduces per step) and writes ``profile.json``, which later tools read instead
-of measuring again.  Schema: docs/profile.md.
+of measuring again.  Its ``counts`` are what each rank sent and reduced per step, and what the
+pressure and momentum solves' share was (they scale with the iterations): the figures the
+performance model's own counts are checked against.  Schema: docs/profile.md.
 """
 
 from __future__ import annotations
@@ -27,10 +29,33 @@ NESTED = ("halo_solve", "amg_replicated")
 HALO_KEYS = ("calls", "fields", "messages", "bytes", "pack_s", "wait_s", "unpack_s",
              "compiled")
 REDUCE_KEYS = ("calls", "seconds", "compiled")
+# phases whose communication is counted on its own: per iteration of their solves
+COUNTED_PHASES = ("solve_p", "solve_U")
+COUNT_KEYS = ("exchanges", "fields", "messages", "bytes", "allreduces")
+
+
+def counter(exchangers, reduce_stats):
+    """A function returning this rank's communication so far (``COUNT_KEYS``): every
+    exchanger's calls, field exchanges, messages and bytes, and the allreduces."""
+
+    def counts() -> dict:
+        out = {"exchanges": 0, "fields": 0, "messages": 0, "bytes": 0,
+               "allreduces": int(reduce_stats.calls)}
+        for ex in exchangers:
+            st = ex.stats.as_dict()
+            out["exchanges"] += st["calls"]
+            for k in ("fields", "messages", "bytes"):
+                out[k] += st[k]
+        return out
+
+    return counts
 
 
 def rank_record(lmesh, timers, exchangers, reduce_stats, loop_s: float) -> dict:
-    """This rank's raw figures (plain types, cheap to gather)."""
+    """This rank's raw figures (plain types, cheap to gather).  From the first record on, the
+    ``COUNTED_PHASES`` of ``timers`` count their communication too."""
+    if hasattr(timers, "count_with"):
+        timers.count_with(counter(exchangers, reduce_stats), COUNTED_PHASES)
     halo = dict.fromkeys(HALO_KEYS, 0)
     for ex in exchangers:
         st = ex.stats.as_dict()
@@ -58,7 +83,9 @@ def since(record: dict, earlier: dict) -> dict:
     for k, v in record["phases"].items():
         e = earlier["phases"].get(k) if k in LOOP_PHASES else None
         out["phases"][k] = v if e is None else {
-            "seconds": v["seconds"] - e["seconds"], "calls": v["calls"] - e["calls"]}
+            "seconds": v["seconds"] - e["seconds"], "calls": v["calls"] - e["calls"],
+            **({"counts": {c: n - e.get("counts", {}).get(c, 0)
+                           for c, n in v["counts"].items()}} if "counts" in v else {})}
     out["halo"] = {k: record["halo"][k] - earlier["halo"][k] for k in HALO_KEYS}
     out["allreduce"] = {k: record["allreduce"][k] - earlier["allreduce"][k]
                         for k in REDUCE_KEYS}
@@ -126,6 +153,29 @@ def _spread(values) -> dict:
             "max": float(v.max())}
 
 
+def counts(records: list[dict], steps: int, amg: dict | None) -> dict:
+    """Per rank and step: halo exchanges (every exchanger's: the mesh's and the distributed
+    AMG levels'), messages and bytes sent, allreduces and allgathers (the redundant AMG
+    level's right-hand side per visit and coefficients per refresh: the same on every rank);
+    ``busiest``: the most of each over the ranks; ``phases``: the means over ranks of what
+    the pressure and momentum solves made of them (``COUNTED_PHASES``)."""
+    n = max(steps, 1)
+    gathers = (amg.get("allgathers", 0) + amg.get("refreshes", 0)) / n if amg else 0.0
+    per_rank = {
+        "exchanges": [r["halo"]["calls"] / n for r in records],
+        "messages": [r["halo"]["messages"] / n for r in records],
+        "bytes": [r["halo"]["bytes"] / n for r in records],
+        "allreduces": [r["allreduce"]["calls"] / n for r in records],
+        "gathers": [gathers] * len(records)}
+    phases = {}
+    for name in COUNTED_PHASES:
+        got = [r["phases"].get(name, {}).get("counts") for r in records]
+        if all(g is not None for g in got):
+            phases[name] = {k: float(np.mean([g[k] for g in got])) / n for k in COUNT_KEYS}
+    return {"per_rank": per_rank, "busiest": {k: max(v) for k, v in per_rank.items()},
+            "phases": phases}
+
+
 def summarise(records: list[dict], steps: int, iterations: dict, extra: dict | None = None) -> dict:
     """The profile.json document from every rank's record (rank 0); ``extra`` adds keys such
     as ``mesh`` and ``machine`` that the performance model reads."""
@@ -173,6 +223,7 @@ def summarise(records: list[dict], steps: int, iterations: dict, extra: dict | N
             "compiled_allreduces": red["compiled"]["mean"] / n,
             **{k: v for k, v in iterations.items()},
         },
+        "counts": counts(records, steps, (extra or {}).get("amg")),
         **(extra or {}),
     }
 

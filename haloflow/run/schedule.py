@@ -54,8 +54,7 @@ class Schedule:
         if self.every_s > 0.0 and self.root:
             clock = float(time.perf_counter() - self.last_ckpt_t >= self.every_s)
         flag = float(self.caught)
-        if self.red.size > 1:
-            flag, clock = self.red.max(flag, clock)
+        flag, clock = self.red.max(flag, clock)  # (one rank: counted, no MPI)
         stop = flag > 0.0
         if stop and not self.caught:
             self.caught = int(flag)

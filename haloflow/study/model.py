@@ -15,7 +15,9 @@ Python layer.  For P ranks the model adds
     gathers    the allgathers that give every rank the coarse AMG problem: its right-hand
                side at every visit, its coefficients at every refresh
 
-and reports time per step, speedup and efficiency against its own 1-rank figure.  Networks
+and reports time per step, speedup and efficiency against its own 1-rank figure, and what the
+busiest rank sends and reduces per step (``counts``: the same exchanges, messages and
+message sizes the halo term prices, checked against profiles of real runs).  Networks
 are curves (seconds of a one-way transfer vs message size): NetPIPE ``.out`` files, or the
 Hockney line ``latency + bytes / bandwidth`` for presets from published measurements, with
 LogGP's host overhead o per message and byte (back-to-back messages overlap the latency no
@@ -142,6 +144,11 @@ class Workload:
     gathered_nnz: int = 0  # its entries
     threads: int = 1
     measured: dict = field(default_factory=dict)  # the profile's own ranks and s/step
+    amg_levels: int = 0  # all AMG levels, distributed and replicated (0: no AMG)
+    # per step, the pressure and momentum solves' mesh exchanges, field exchanges and
+    # allreduces (profile ``counts.phases``), and the iterations they made (``per_step``)
+    split: dict = field(default_factory=dict)
+    iters: dict = field(default_factory=dict)
 
     @classmethod
     def from_profile(cls, prof: dict, path: str = "profile.json") -> Workload:
@@ -168,6 +175,14 @@ class Workload:
                                 lv["exchanges"] - lv.get("compiled_exchanges", 0)
                                 for lv in coarse) / steps))
             coarse_calls = sum(c for _, c in levels) * steps
+            split = {}
+            for name, c in prof.get("counts", {}).get("phases", {}).items():
+                # the distributed coarse levels' exchanges (one field each) are the
+                # pressure solve's; ``levels`` has them
+                lv = coarse_calls / steps if name == "solve_p" and ranks > 1 else 0.0
+                split[name] = {"exchanges": float(c["exchanges"]) - lv,
+                               "fields": float(c["fields"]) - lv,
+                               "allreduces": float(c["allreduces"])}
             halo = prof["halo"]
             calls = halo["calls"]["mean"] - (coarse_calls if ranks > 1 else 0.0)
             fields = halo["fields"]["mean"] - (coarse_calls if ranks > 1 else 0.0)
@@ -188,7 +203,9 @@ class Workload:
                 floor_s=CALLS_PER_OP * float(prof["machine"]["kernel_call_s"]) * python_calls,
                 compiled_allreduces=ps.get("compiled_allreduces", 0.0),
                 threads=int(prof.get("case", {}).get("threads", 1)),
-                measured={"ranks": ranks, "s_per_step": prof["s_per_step"]})
+                measured={"ranks": ranks, "s_per_step": prof["s_per_step"]},
+                amg_levels=len(amg.get("levels", [])), split=split,
+                iters={k: float(ps.get(k, 0.0)) for k in ("p_iters", "u_iters")})
         except (KeyError, TypeError, IndexError) as e:
             raise ModelError(f"{path}: not a haloflow profile (missing {e})") from None
 
@@ -210,6 +227,7 @@ class Prediction:
     # messages the busiest rank sends per exchange
     halo_parts: tuple = ()
     messages: int = 0
+    counts: dict = field(default_factory=dict)  # the busiest rank's, per step (``counts``)
 
     @property
     def step_s(self) -> float:
@@ -218,6 +236,67 @@ class Prediction:
     @property
     def comm_fraction(self) -> float:
         return (self.halo_s + self.reduce_s + self.gather_s) / self.step_s
+
+
+# -- what a step sends and reduces ----------------------------------------------------------------
+
+COUNTED = {"p_iters": "solve_p", "u_iters": "solve_U"}  # iterations -> the phase they scale
+
+
+def _ratios(w: Workload, iters: dict | None) -> dict:
+    """Each solve's iterations ``iters`` against the profile's (1 where either is unknown)."""
+    out = {}
+    for k, phase in COUNTED.items():
+        have, want = w.iters.get(k, 0.0), (iters or {}).get(k)
+        out[phase] = want / have if want is not None and have > 0 and phase in w.split else 1.0
+    return out
+
+
+def exchange_parts(w: Workload, iters: dict | None = None) -> list[tuple]:
+    """Per step, ``(label, exchanges, fields per exchange, message-size scale)`` of the mesh
+    and of every distributed AMG level: the exchanges the halo term prices and ``counts``
+    counts.  ``iters`` (``p_iters``, ``u_iters`` per step) scales the pressure and momentum
+    solves' share of them from the profile's iterations to these: their exchanges are made
+    per iteration, the rest (assembly, fluxes, a solve's first residual) per step, and the
+    coarse levels are the pressure solve's."""
+    r = _ratios(w, iters)
+    calls, fields = w.exchanges, w.exchanges * w.fields_per_exchange
+    for phase, k in r.items():
+        part = w.split.get(phase, {})
+        calls += (k - 1.0) * part.get("exchanges", 0.0)
+        fields += (k - 1.0) * part.get("fields", 0.0)
+    parts = [("mesh", calls, fields / calls if calls else 1.0, 1.0)]
+    for rows, c in w.levels:  # coarse levels: aggregates shrink the interfaces too
+        parts.append((int(rows), c * r["solve_p"], 1.0,
+                      (rows / w.cells) ** ((w.dims - 1) / w.dims)))
+    return parts
+
+
+def counts(w: Workload, halo: Halo, iters: dict | None = None) -> dict:
+    """What the busiest rank sends and reduces per step on the ranks of ``halo``: halo
+    exchanges (the mesh's and, on more than one rank, the distributed AMG levels'), messages
+    (one per neighbour and exchange), bytes (8 per value of every field exchanged, coarse
+    levels' messages shrunk as in the halo term), allreduces and allgathers (the redundant
+    AMG level's right-hand side per visit, its coefficients per refresh); each the most over
+    the ranks.  At the profile's iterations, or at ``iters`` (see ``exchange_parts``).
+    ``level_ranks``: the ranks each AMG level is solved on: every distributed level is split
+    over all ranks, and every rank holds and solves the replicated ones whole."""
+    P = halo.ranks
+    r = _ratios(w, iters)
+    parts = exchange_parts(w, iters)[: 1 if P == 1 else None]  # one rank: no coarse halos
+    neighbours = np.bincount(halo.src, minlength=P)
+    msgs, nbytes = np.zeros(P), np.zeros(P)
+    for _, calls, fields, scale in parts:
+        msgs += calls * neighbours
+        nbytes += calls * np.bincount(halo.src, weights=8.0 * fields * np.maximum(
+            halo.count * scale, 1.0), minlength=P)
+    reduces = w.allreduces + sum((k - 1.0) * w.split.get(ph, {}).get("allreduces", 0.0)
+                                 for ph, k in r.items())
+    return {"exchanges_per_step": float(sum(p[1] for p in parts)),
+            "messages_per_step": float(msgs.max()), "bytes_per_step": float(nbytes.max()),
+            "allreduces_per_step": float(reduces),
+            "gathers_per_step": float(w.gathers * r["solve_p"] + w.refreshes),
+            "level_ranks": [P] * w.amg_levels}
 
 
 def _stages(n: int) -> int:
@@ -284,7 +363,8 @@ def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node) -> 
     speed = layout.node.cpu_speed if layout.node is not None else 1.0
     compute = compute_s(w, float(halo.cells.max()), P, layout)
     if P == 1:
-        return Prediction(net.name, 1, 1, w.cells, compute, 0.0, 0.0, 0.0)
+        return Prediction(net.name, 1, 1, w.cells, compute, 0.0, 0.0, 0.0,
+                          counts=counts(w, halo))
     call_s = w.mpi_call_s / speed  # the Python layer's cost of an MPI call runs on the CPU
 
     # one exchange: every rank sends its messages one after another; the slowest rank counts
@@ -302,12 +382,12 @@ def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node) -> 
         busiest = int(np.argmax(t))
         return float(t[busiest]), float(cpu[halo.src == busiest].sum())
 
-    halo_s, stack_s = (w.exchanges * x for x in exchange_s(1.0, w.fields_per_exchange))
-    parts = [("mesh", halo_s)]
-    for rows, calls in w.levels:  # coarse levels: aggregates shrink the interfaces too
-        t, c = exchange_s((rows / w.cells) ** ((w.dims - 1) / w.dims), 1.0)
+    halo_s = stack_s = 0.0
+    parts = []
+    for label, calls, fields, scale in exchange_parts(w):
+        t, c = exchange_s(scale, fields)
         halo_s, stack_s = halo_s + calls * t, stack_s + calls * c
-        parts.append((int(rows), calls * t))
+        parts.append((label, calls * t))
 
     reduce_s = w.allreduces * reduce_one_s(P, nodes, per_node, net, shm) \
         + (w.allreduces - w.compiled_allreduces) * call_s
@@ -318,7 +398,7 @@ def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node) -> 
         + w.refreshes * allgather_s(8 * w.gathered_nnz, P, nodes, per_node, net, shm, call_s)
     messages = int(np.bincount(halo.src, minlength=P).max()) if len(halo.src) else 0
     return Prediction(net.name, P, nodes, w.cells / P, compute, halo_s, reduce_s, gather_s,
-                      stack_s, tuple(parts), messages)
+                      stack_s, tuple(parts), messages, counts(w, halo))
 
 
 def sweep(w: Workload, halos: dict, net: Curve, shm: Curve, cores_per_node) -> list:
@@ -338,7 +418,7 @@ def summary(preds: list[Prediction]) -> dict:
                      "gather_s": p.gather_s, "comm_fraction": p.comm_fraction,
                      "stack_s": p.stack_s, "stack_fraction": p.stack_s / p.step_s,
                      "halo_parts": [list(x) for x in p.halo_parts],
-                     "messages_per_exchange": p.messages})
+                     "messages_per_exchange": p.messages, **p.counts})
     peak = max(rows, key=lambda r: r["speedup"])
     below = next((r for r in rows if r["efficiency"] < 0.5), None)
     return {"network": preds[0].network, "rows": rows,

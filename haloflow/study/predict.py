@@ -444,7 +444,7 @@ def _write(outdir: Path, summaries, w, prof, lay, compare, hs) -> None:
         k: getattr(w, k) for k in ("cells", "dims", "compute_s", "serial_s", "exchanges",
                                    "fields_per_exchange", "levels", "allreduces", "gathers",
                                    "gathered_rows", "refreshes", "gathered_nnz", "mpi_call_s",
-                                   "threads", "measured")},
+                                   "threads", "measured", "amg_levels", "split", "iters")},
         "exact_partitions": all(h.exact for h in hs.values()), "networks": summaries,
         "measured_imbalance": G.measured_imbalance(prof)}
     (outdir / "predict.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")

@@ -406,3 +406,41 @@ def test_triad_measures_a_plausible_bandwidth():
     from haloflow.study.node import triad_bandwidth
 
     assert 1e8 < triad_bandwidth(repeat=1) < 1e12
+
+
+def test_counts_are_the_busiest_ranks_and_scale_with_the_iterations():
+    """Per step on a hand-made halo: each count is the most over the ranks; the pressure and
+    momentum solves' share scales with their iterations, the coarse levels and the
+    right-hand-side allgathers with the pressure's; level_ranks is every level on all."""
+    prof = synthetic_profile(cells=4096, dims=2, exchanges=100.0, allreduces=50.0,
+                             levels=[(1024, 20.0)], redundant=(10.0, 1.0, 64, 300))
+    prof["amg"]["levels"].append({"index": 2, "rows": 64, "distributed": False,
+                                  "exchanges": 0})
+    prof["per_step"].update(p_iters=10.0, u_iters=8.0)
+    prof["counts"] = {"phases": {
+        "solve_p": {"exchanges": 40.0, "fields": 40.0, "allreduces": 30.0},
+        "solve_U": {"exchanges": 16.0, "fields": 48.0, "allreduces": 16.0}}}
+    w = M.Workload.from_profile(prof)
+    # rank 0 sends 10 and 30 values to ranks 1 and 2; rank 1 sends 20 to rank 0
+    h = M.Halo(3, np.array([10, 10, 10]), np.array([0, 0, 1]), np.array([1, 2, 0]),
+               np.array([10, 30, 20]))
+    c = M.counts(w, h)
+    fields = 1.2 * 100.0  # field exchanges per step on the mesh
+    coarse = 20.0 * 8 * (max(10 * 0.5, 1) + max(30 * 0.5, 1))  # (1024 / 4096)^(1/2)
+    assert c == {"exchanges_per_step": 120.0, "messages_per_step": 2 * 120.0,
+                 "bytes_per_step": pytest.approx(8 * 40 * fields + coarse, rel=1e-12),
+                 "allreduces_per_step": 50.0, "gathers_per_step": 11.0,
+                 "level_ranks": [3, 3]}
+    s = M.counts(w, h, {"p_iters": 12.0, "u_iters": 4.0})  # 1.2 and 0.5 times the profile's
+    mesh = 100.0 + 0.2 * 40.0 - 0.5 * 16.0
+    assert s["exchanges_per_step"] == pytest.approx(mesh + 1.2 * 20.0, rel=1e-12)
+    assert s["messages_per_step"] == pytest.approx(2 * (mesh + 1.2 * 20.0), rel=1e-12)
+    assert s["bytes_per_step"] == pytest.approx(
+        8 * 40 * (fields + 0.2 * 40.0 - 0.5 * 48.0) + 1.2 * coarse, rel=1e-12)
+    assert s["allreduces_per_step"] == pytest.approx(50.0 + 0.2 * 30.0 - 0.5 * 16.0, rel=1e-12)
+    assert s["gathers_per_step"] == pytest.approx(1.2 * 10.0 + 1.0, rel=1e-12)
+    one = M.counts(w, M.Halo(1, np.array([4096])))
+    assert one["exchanges_per_step"] == 100.0 and one["messages_per_step"] == 0.0
+    net = M.network("infiniband-fdr")
+    row = M.summary([M.predict(w, h, net, net, 4)])["rows"][0]
+    assert {k: row[k] for k in c} == c  # predict.json's rows carry them
