@@ -658,7 +658,9 @@ class AMG:
         if lev.split and lev.ncols == n:
             kern.gs_from_zero_restrict(*args, lev.diag_pos, lev.dinv, b, x, n, nx.agg, rc, nx.ncols)
             lev.exchange(x)
-            if lev.cut is not None:  # the resweep's exchange, which ranks with a cut make
+            # no ghost columns (one rank): an empty exchange where ranks with a cut resweep,
+            # so that a one-rank profile counts the exchanges a run on many ranks makes
+            if lev.cut is not None:
                 lev.exchange(x)
             return
         if lev.split:

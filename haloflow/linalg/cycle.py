@@ -264,7 +264,9 @@ def _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc):
     if lv[i, SPLIT] and lv[i, NCOLS] == n:  # no ghost columns: one pass
         kern.gs_from_zero_restrict(ip, ix, data, dp, dinv, b, x, n, ag, rc, nc)
         _exchange(h, cnt, i, x)
-        if lv[i, HASCUT]:  # the resweep's exchange, which ranks with a cut make (counted)
+        # no ghost columns (one rank): an empty exchange where ranks with a cut resweep,
+        # so that a one-rank profile counts the exchanges a run on many ranks makes
+        if lv[i, HASCUT]:
             _exchange(h, cnt, i, x)
         return
     if lv[i, SPLIT]:

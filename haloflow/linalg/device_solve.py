@@ -247,7 +247,9 @@ class DeviceSolve:
             k.gs_from_zero(d, b, x)
             k.upper_restrict(d, x, d.agg, rc, d.nc, False)
             self._exchange(i, x)
-            if d.cut is not None:  # the resweep's exchange, which ranks with a cut make
+            # no ghost columns (one rank): an empty exchange where ranks with a cut resweep,
+            # so that a one-rank profile counts the exchanges a run on many ranks makes
+            if d.cut is not None:
                 self._exchange(i, x)
             return
         if d.split:
