@@ -229,13 +229,14 @@ def _speeds() -> _Kind:
     return _Kind("a table of rank numbers to speeds from 0.001 to 1, e.g. {1 = 0.5}", check)
 
 
-def _fraction() -> _Kind:
+def _fraction(lo: float = 0.0) -> _Kind:
+    """A number in (0, 1], or in [lo, 1] where ``lo`` > 0."""
     def check(v):
-        if not _is_number(v) or not 0.0 < v <= 1.0:
+        if not _is_number(v) or not (lo <= v if lo > 0.0 else 0.0 < v) or v > 1.0:
             raise _Invalid
         return float(v)
 
-    return _Kind("a number in (0, 1]", check)
+    return _Kind(f"a number from {lo:g} to 1" if lo > 0.0 else "a number in (0, 1]", check)
 
 
 _POSITIVE = _number(0, strict=True, tiny=TINY)
@@ -245,6 +246,8 @@ _GRADING = _number(0, strict=True, tiny=1e-8, big=1e8)  # last/first cell size
 
 
 _FRACTION = _fraction()
+# an under-relaxation factor: A / a stays finite (1e-320 made the pressure matrix's V/A zero)
+_RELAXATION = _fraction(1e-6)
 
 
 _REAL = _number()

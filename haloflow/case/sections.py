@@ -13,12 +13,12 @@ from typing import Any
 from ..limits import generated_cells
 from .postprocess import _postprocess
 from .schema import (
-    _FRACTION,
     _GRADING,
     _MESH_TYPE,
     _PERIODIC,
     _POSITIVE,
     _REAL,
+    _RELAXATION,
     _XYZ,
     BIG,
     MAX_CELLS,
@@ -103,10 +103,10 @@ def _schema() -> dict[str, Any]:
             "max_iterations": _Key(_integer(1, 10**9), 5000),  # SIMPLE
             "consistent": _Key(_boolean(), False),  # SIMPLEC
             "relaxation": {  # SIMPLE
-                "U": _Key(_FRACTION, 0.7),
-                "p": _Key(_FRACTION, 0.3),
-                "T": _Key(_FRACTION, None),  # physics.model = "boussinesq" (default 1)
-                "nu_tilde": _Key(_FRACTION, 0.7),  # physics.model = "rans" (Spalart-Allmaras)
+                "U": _Key(_RELAXATION, 0.7),
+                "p": _Key(_RELAXATION, 0.3),
+                "T": _Key(_RELAXATION, None),  # physics.model = "boussinesq" (default 1)
+                "nu_tilde": _Key(_RELAXATION, 0.7),  # physics.model = "rans" (Spalart-Allmaras)
                 "max_dt": _Key(_number(0), 0.0),  # cap on the local pseudo time step (0: none)
             },
             "pressure": {
@@ -369,6 +369,11 @@ def _physics(raw) -> SimpleNamespace:
     g = math.sqrt(sum(x * x for x in out.g))
     if out.Ra is not None:
         nu = math.sqrt(g * out.beta * out.delta_T * out.length**3 * out.Pr / out.Ra)
+        if not nu >= TINY:
+            raise KeyProblem(path + ("g",), f"physics.Ra: a Rayleigh number of {out.Ra:g} "
+                             f"with |g| = {g:g}, beta = {out.beta:g} and delta_T = "
+                             f"{out.delta_T:g} makes nu = {nu:g}: give a nonzero gravity "
+                             "physics.g, or physics.nu instead of Ra", also=[path + ("Ra",)])
         if out.nu is not None and not math.isclose(out.nu, nu, rel_tol=1e-12):
             raise KeyProblem(path + ("nu",), f"physics.nu: give nu or Ra, not both (Ra = "
                              f"{out.Ra:g} makes nu = {nu!r})", also=[path + ("Ra",)])

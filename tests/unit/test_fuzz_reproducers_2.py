@@ -310,3 +310,28 @@ def test_netpipe_default_names_are_never_overwritten(tmp_path):
     _tcp_sweep(tmp_path)
     assert {k: v for k, v in _tree(tmp_path).items() if k in before} == before
     assert {"np-3.out", "np-3.json", "np-3.png"} <= {p.name for p in tmp_path.iterdir()}
+
+
+# -- item 4 and 5: a traceback from a case file a user can write --------------------------
+
+def test_van_driest_without_a_wall_is_one_line(tmp_path):
+    res = haloflow("run", "taylor_green_3d", "-o", tmp_path / "r", "--quiet", "--steps", "1",
+                   "--set", "physics.van_driest=true", "--set", "mesh.cells=[6,6,6]",
+                   "--set", "output.plots=false")
+    line = one_line(res)
+    assert "van_driest" in line and "no patch of type" in line, line
+
+
+@pytest.mark.parametrize("key", ["U", "p"])
+def test_a_relaxation_factor_too_small_to_divide_by_is_refused(tmp_path, key):
+    res = haloflow("run", "channel", "-o", tmp_path / "r", "--quiet", "--steps", "1",
+                   "--set", f"solver.relaxation.{key}=1e-320")
+    line = one_line(res)
+    assert f"solver.relaxation.{key}" in line and "1e-06 to 1" in line, line
+
+
+def test_a_rayleigh_number_without_gravity_is_refused(tmp_path):
+    res = haloflow("run", "heated_cavity", "-o", tmp_path / "r", "--quiet", "--steps", "1",
+                   "--set", "physics.g=[0,0,0]")
+    line = one_line(res)
+    assert "physics.Ra" in line and "gravity" in line, line

@@ -24,6 +24,7 @@ import math
 import numba as nb
 import numpy as np
 
+from ...mpiutil import UserError
 from ...parallel import transfer
 from ...parallel.wall_distance import gather_values, nearest_wall_face, wall_faces
 
@@ -75,6 +76,10 @@ class VanDriest:
         # where each cell's nearest wall face sits in the gathered (rank-order) list
         gids = gather_values(lm.global_faces[self.faces].astype(np.float64), comm)
         gids = gids.astype(np.int64)
+        if len(gids) == 0:  # the same on every rank: the gathered wall of the whole mesh
+            raise UserError("physics.van_driest = true damps the filter width towards walls, "
+                            "and this mesh has no patch of type \"wall\" (patches: "
+                            f"{', '.join(p.name for p in lm.patches)}); set it false")
         order = np.argsort(gids)
         pos = np.searchsorted(gids[order], nearest)
         self.where = np.where(nearest < 0, -1, order[np.minimum(pos, max(len(gids) - 1, 0))])
