@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..mpiutil import UserError
 from ..parallel import transfer
 from .amg_kernels import l1_inverse_rows, split_at_diagonal, spmv
 from .galerkin import _scatter_add, _sum_entries
@@ -160,8 +161,13 @@ class Level:
         if self.ghost_rows is None:  # the pattern is fixed: found once
             rows = np.repeat(np.arange(self.n), np.diff(self.indptr).astype(np.int64))
             self.ghost_rows = np.unique(rows[self.indices >= self.n]).astype(IDX)
-        l1_inverse_rows(self.indptr, self.indices, self.data, self.diag_pos, self.ghost_rows,
-                        self.n, self.dinv)
+        try:
+            l1_inverse_rows(self.indptr, self.indices, self.data, self.diag_pos,
+                            self.ghost_rows, self.n, self.dinv)
+        except ZeroDivisionError:
+            raise UserError("the pressure matrix lost a diagonal entry to round-off on an AMG "
+                            "level: are the mesh's cells stretched beyond what double "
+                            "precision can hold (aspect ratios of 1e12)?") from None
         if self.split is None:  # the pattern is fixed: checked once
             self.split = bool(split_at_diagonal(self.indptr, self.indices, self.diag_pos,
                                                 self.n))

@@ -335,3 +335,10 @@ def test_a_rayleigh_number_without_gravity_is_refused(tmp_path):
                    "--set", "physics.g=[0,0,0]")
     line = one_line(res)
     assert "physics.Ra" in line and "gravity" in line, line
+
+
+def test_cells_too_stretched_for_the_pressure_matrix_are_one_line(tmp_path):
+    res = haloflow("run", "backward_step", "-o", tmp_path / "r", "--quiet", "--steps", "1",
+                   "--set", "mesh.upstream_length=1e12", "--set", "mesh.cells_x=[2,8]",
+                   "--set", "mesh.cells_y=[2,2]")
+    assert "round-off" in one_line(res)
