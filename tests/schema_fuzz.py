@@ -2,7 +2,8 @@
 (tests/unit/test_fuzz_schema.py on one rank, tests/mpi/test_fuzz_schema_mpi.py on two).
 
 Every key the schema knows (``haloflow.case.sections._schema``, the keys of the other
-physics models and of a mesh file, and a patch's keys, ``haloflow.case.boundary._patch_schema``) can be given a value of the wrong type, an
+physics models and of a mesh file, and a patch's keys,
+``haloflow.case.boundary._patch_schema``) can be given a value of the wrong type, an
 extreme number or nothing at all (the key removed from the shipped cavity), or a key the
 schema does not know can be added.  The outcome must be a run (exit 0), one line and exit
 2 (bad input), or one line and exit 3 (the solution diverged): never a traceback, exit 1,
