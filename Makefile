@@ -5,8 +5,9 @@ PY     := $(VENV)/bin/python
 RANKS  ?= 2
 CASE   ?= cavity
 TEST_WORKERS ?= 2
-# numba's compiled kernels are cached here, so a run starts in a fraction of a second
-export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
+# numba's compiled kernels are cached in haloflow/__pycache__/kernels (haloflow/kernel_cache.py),
+# where `make run`, `make test` and the README's own `.venv/bin/haloflow ...` commands all
+# find them; a NUMBA_CACHE_DIR in the environment puts them there instead
 
 .PHONY: install run test lint clean
 
@@ -41,4 +42,4 @@ lint: install
 	$(PY) -m ruff check haloflow tests benchmarks
 
 clean:
-	rm -rf .numba_cache .pytest_cache build *.egg-info
+	rm -rf haloflow/__pycache__/kernels .numba_cache .pytest_cache build *.egg-info
