@@ -6,15 +6,17 @@ case measure.  The fastest 2-rank run's s/step must be within ``BAND`` of the pr
 The model assumes each rank has a core to itself, and on a machine shared with other jobs
 a rank is descheduled part of the time while its partner waits for it: on the 2-core
 development VM with 1-5 other busy processes the 2-rank runs took 2-26 times the
-prediction, their ranks on their cores 0.67-0.70 of the loop's wall time.  So each run is
+prediction, their ranks on their cores 0.60-0.71 of the loop's wall time.  So each run is
 judged by its own profile: MPICH polls while a rank waits, so a rank that had its core was
 on it the whole loop, and only runs whose every rank's CPU seconds reach ``BUSY`` of the
 loop's wall seconds count; if no calibration run or no 2-rank run did, the test skips,
 saying so, rather than judge the model on what the other jobs did.  Measured there with
-the cores free (CPU shares 1.03-1.08; the CPU seconds include a little after the loop):
-the fastest 2-rank run took 1.07 and 1.17 times the prediction (single runs 1.07-1.41),
-so ``BAND`` is 0.8-1.3; docs/model.md gives the model's acceptance as within 20 % at this
-size on an idle machine."""
+the cores free (CPU shares 1.03-1.09; the CPU seconds include a little after the loop), in
+four rounds: the fastest 2-rank run took 1.07-1.17 times the prediction, while single runs
+ranged 1.07-1.54 (bursts on a VM's shared cores that the CPU share does not see), so
+``BAND`` is 0.8-1.4; a model off by 2x (its compute divided by the ranks twice) fails at
+2.0.  docs/model.md gives the model's acceptance as within 20 % at this size on an idle
+machine."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ CASE = ["--set", "mesh.cells=[128,128,1]", "--set", "solver.dt=0.02", "--steps",
         "--quiet", "--set", "output.plots=false", "--set", "output.fields=false",
         "--set", "postprocess.cavity=false"]
 BUSY = 0.9  # a rank's CPU seconds over the loop's wall seconds, at least, to count
-BAND = (0.8, 1.3)  # measured s/step over predicted, on 2 ranks with a core each
+BAND = (0.8, 1.4)  # measured s/step over predicted, on 2 ranks with a core each
 RUNS = 3
 
 
