@@ -123,10 +123,12 @@ class Balancer:
         if not confirmed:
             return False
         speed = 1.0 / np.maximum(per_cell, 1e-300)  # cells per second of compute
+        fractions = speed / speed.sum()
         t0 = time.perf_counter()
-        moved = migrate(run, speed / speed.sum(), self.log)
+        moved = migrate(run, fractions, self.log)
         self.migration_s = max(allgather(comm, time.perf_counter() - t0))
-        event = {"step": step, "imbalance": imbalance, "cells_before": cells.astype(int).tolist(),
+        event = {"step": step, "imbalance": imbalance, "compute_s_per_cell": per_cell.tolist(),
+                 "fractions": fractions.tolist(), "cells_before": cells.astype(int).tolist(),
                  "cells_after": allgather(comm, run.lmesh.n_owned), "cells_moved": moved,
                  "migration_s": self.migration_s, "s_per_step_before": wall,
                  "predicted_saving_s": saving}

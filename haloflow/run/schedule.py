@@ -21,13 +21,15 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 class Schedule:
     """Per-step decisions, the same on every rank: :meth:`after_step` is collective."""
 
-    def __init__(self, output, red, start_step: int = 0):
+    def __init__(self, output, red, start_step: int = 0, clock=time.perf_counter):
+        """``clock``: seconds of wall-clock time, read on rank 0 only."""
         self.every = int(output.checkpoint_every)
         self.every_s = float(output.checkpoint_every_s)
         self.write_every = int(output.write_every)
         self.red = red
         self.root = red.rank == 0
-        self.last_ckpt_t = time.perf_counter()
+        self.clock = clock
+        self.last_ckpt_t = clock()
         self.last_ckpt_step = start_step
         self.caught = 0  # the signal number, once one arrives
         self._old = {}
@@ -50,18 +52,18 @@ class Schedule:
         """``(stop, checkpoint)`` after ``step``: whether a signal asks the run to end, and
         whether a checkpoint is due (always, when it does)."""
         due = self.every > 0 and step % self.every == 0
-        clock = 0.0
+        timed = 0.0
         if self.every_s > 0.0 and self.root:
-            clock = float(time.perf_counter() - self.last_ckpt_t >= self.every_s)
+            timed = float(self.clock() - self.last_ckpt_t >= self.every_s)
         flag = float(self.caught)
-        flag, clock = self.red.max(flag, clock)  # (one rank: counted, no MPI)
+        flag, timed = self.red.max(flag, timed)  # (one rank: counted, no MPI)
         stop = flag > 0.0
         if stop and not self.caught:
             self.caught = int(flag)
-        return stop, due or clock > 0.0 or stop
+        return stop, due or timed > 0.0 or stop
 
     def wrote_checkpoint(self, step: int) -> None:
-        self.last_ckpt_t = time.perf_counter()
+        self.last_ckpt_t = self.clock()
         self.last_ckpt_step = step
 
     def final_checkpoint(self, step: int) -> bool:

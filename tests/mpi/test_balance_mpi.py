@@ -121,23 +121,33 @@ def _run_to_end(case, comm, free_first_migration: bool):
 
 @pytest.mark.parallel(ranks=[2], timeout=400)
 def test_time_balancing_against_a_half_speed_rank_splits_two_to_one(nranks):
-    """Rank 1 at half speed: ``balance = "time"`` moves cells to rank 0 (ideally a third:
-    parts 2:1), and the answer is the unbalanced run's.  The split follows what the
-    balancer measures, and on this 2-core VM the fast rank's compute phase runs up to 1.4x
-    slower while the slow rank busy-waits beside it (shared core; measured ratios of the
-    two ranks' cost per cell 1.4-3.2 where the emulation makes it 2): so the parts are
-    checked to be between 4:1 and 1.2:1 toward rank 0, which no run that failed to balance
-    or balanced the wrong way can pass; the benchmark (``benchmarks/balance.py``) judges
-    the split's quality.  32 steps: a first cut made too timid by a burst of other jobs has
-    steps left to be corrected."""
+    """Rank 1 at half speed: ``balance = "time"`` moves cells to rank 0, and the answer is
+    the unbalanced run's.  How far depends on the machine (on a shared core the measured
+    ratio of the ranks' costs per cell ranges 1.4-3.2 where the emulation makes it 2), so
+    the split is checked against what the balancer measured, exactly: each rebalance's
+    target ``fractions`` are the ranks' speeds (1 / measured compute seconds per cell)
+    normalised, the parts it leaves match the last one's fractions to 0.02 of the cells,
+    and the slow rank is measured slower and ends with fewer cells.  The benchmark
+    (``benchmarks/balance.py``) judges the split's quality.  32 steps: a first cut made too
+    timid by a burst of other jobs has steps left to be corrected."""
     comm = MPI.COMM_WORLD
     steps = ["solver.max_steps=32", "parallel.balance_every=4"]
     off, U_off, cells_off = _run_to_end(_slow_case(steps), comm, False)
     on, U_on, cells_on = _run_to_end(_slow_case(steps + ["parallel.balance=time"]), comm, True)
     assert off.balance is None and cells_off[0] == cells_off[1]
-    assert 1 <= on.balance["rebalances"] <= 3, on.balance
-    share = cells_on[1] / sum(cells_on)
-    assert 0.2 < share < 0.455, cells_on  # ideal 1/3 (equal parts: 1/2)
-    assert on.balance["events"][0]["cells_moved"] < 0.25 * sum(cells_on)  # borders shifted
+    events = on.balance["events"]
+    assert 1 <= on.balance["rebalances"] == len(events) <= 3, on.balance
+    for e in events:
+        speed = 1.0 / np.array(e["compute_s_per_cell"])
+        assert np.allclose(e["fractions"], speed / speed.sum(), rtol=1e-12, atol=0), e
+        assert sum(e["cells_after"]) == sum(cells_on)
+        assert np.allclose(np.array(e["cells_after"]) / sum(cells_on), e["fractions"],
+                           atol=0.02), e
+    last = events[-1]
+    assert last["cells_after"] == cells_on, (last, cells_on)
+    # the emulated slow rank is measured slower, so it is given, and keeps, fewer cells
+    assert last["compute_s_per_cell"][1] > last["compute_s_per_cell"][0], last
+    assert last["fractions"][1] < 0.5 and cells_on[1] < cells_on[0], (last, cells_on)
+    assert events[0]["cells_moved"] < 0.25 * sum(cells_on)  # borders shifted
     assert np.abs(U_off).max() > 0.05
     assert np.abs(U_off - U_on).max() < 1e-8, np.abs(U_off - U_on).max()
