@@ -342,3 +342,20 @@ def test_cells_too_stretched_for_the_pressure_matrix_are_one_line(tmp_path):
                    "--set", "mesh.upstream_length=1e12", "--set", "mesh.cells_x=[2,8]",
                    "--set", "mesh.cells_y=[2,2]")
     assert "round-off" in one_line(res)
+
+
+# -- minor a: --steps 0 is solver.max_steps = 0, no limit ------------------------------------------
+
+def test_steps_0_means_no_limit(tmp_path):
+    """The docs: max_steps 0 is no limit and --steps N sets it; the run goes to end_time
+    (3 steps of dt = 0.1)."""
+    res = haloflow("run", "cavity", "-o", tmp_path / "r", "--steps", "0", "--quiet",
+                   "--set", "mesh.cells=[8,8,1]", "--set", "solver.end_time=0.3",
+                   "--set", "output.fields=false", "--set", "output.plots=false")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert (summary["status"], summary["steps"]) == ("completed", 3)
+    assert "0: no limit" in " ".join(haloflow("run", "--help").stdout.split())
+    msg = one_line(haloflow("run", "cavity", "-o", tmp_path / "n", "--steps", "-1"))
+    assert "--steps -1" in msg and "0 for no limit" in msg, msg
+    assert not (tmp_path / "n").exists()
