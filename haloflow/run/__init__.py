@@ -43,11 +43,12 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     from .memory import return_freed_arrays
     from .outdir import open_outdir, record, release, write_error
     from .report import Log, finish, log_setup, write_results
-    from .setup import set_threads, setup
+    from .setup import check_ranks, set_threads, setup
 
     t_start = time.perf_counter()
     return_freed_arrays()
     root = comm.rank == 0
+    check_ranks(case, comm.size)
     wait_policy = set_threads(threads, case.parallel.thread_wait, comm)
     open_outdir(outdir, force, comm)
     try:

@@ -359,3 +359,48 @@ def test_steps_0_means_no_limit(tmp_path):
     msg = one_line(haloflow("run", "cavity", "-o", tmp_path / "n", "--steps", "-1"))
     assert "--steps -1" in msg and "0 for no limit" in msg, msg
     assert not (tmp_path / "n").exists()
+
+
+# -- minor b: keys a run cannot use --------------------------------------------------------------
+
+@pytest.mark.parametrize("closure", ["wale", "smagorinsky", "dynamicSmagorinsky"])
+def test_k_init_without_the_closure_that_uses_it(closure):
+    from tests.case_errors import error
+
+    msg = error("taylor_green_3d", [f'physics.closure="{closure}"', "physics.k_init=0.1"])
+    assert msg.startswith("--set physics.k_init=0.1: physics.k_init: a key of the kEqn "
+                          f'closure, not used by physics.closure = "{closure}"'), msg
+
+
+def test_k_init_with_kEqn_and_a_switched_closure_are_accepted():
+    from haloflow.case import load_case
+
+    assert load_case("taylor_green_3d", ['physics.closure="kEqn"', "physics.k_init=0.1"]
+                     ).physics.k_init == 0.1
+    # pitzdaily_les.toml gives kEqn's k_init; --set physics.closure drops it, as a switched
+    # model drops the file's keys of the model it leaves
+    p = load_case("pitzdaily_les", ['physics.closure="wale"']).physics
+    assert (p.closure, p.k_init) == ("wale", None)
+
+
+def test_k_init_of_a_case_file_with_another_closure(tmp_path):
+    from haloflow.case import CASES_DIR
+
+    text = (CASES_DIR / "taylor_green_3d.toml").read_text()
+    closure = re.search(r'\nclosure = "dynamicSmagorinsky".*\n', text)
+    assert closure, "taylor_green_3d.toml's closure changed"
+    case = tmp_path / "w.toml"
+    case.write_text(text.replace(closure.group(), '\nclosure = "wale"\nk_init = 0.1\n'))
+    msg = one_line(haloflow("run", case, "-o", tmp_path / "o", *QUICK))
+    assert msg.startswith(f"haloflow: error: {case}: physics.k_init: a key of the kEqn"), msg
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("speeds", ["{1=0.5}", "{0=0.5,7=0.25}"])
+def test_emulate_speed_of_a_rank_the_run_does_not_have(tmp_path, speeds):
+    rank = speeds.split("=")[-2].rsplit(",", 1)[-1].strip("{")
+    msg = one_line(haloflow("run", "cavity", "-o", tmp_path / "o", *SMALL,
+                            "--set", f"parallel.emulate_speed={speeds}"))
+    assert msg == (f"haloflow: error: parallel.emulate_speed: rank {rank} is not one of "
+                   "this run's 1 rank (0 to 0)"), msg
+    assert not (tmp_path / "o").exists()
