@@ -152,9 +152,21 @@ def _clear(outdir: Path) -> None:
             entry.unlink()
 
 
-def prepare_outdir(outdir: Path, force: bool) -> None:
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist (None: ``path`` does)."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            break
+        missing = p
+    return missing
+
+
+def prepare_outdir(outdir: Path, force: bool) -> Path | None:
     """Create and lock ``outdir``; never write into a non-empty folder unless ``force`` is
-    given and the folder holds haloflow's marker (so ``--force`` cannot wipe other data)."""
+    given and the folder holds haloflow's marker (so ``--force`` cannot wipe other data).
+    Returns the outermost folder it created (None where ``outdir`` was there)."""
+    made = _first_missing(outdir)
     try:
         if (outdir.exists() or outdir.is_symlink()) and not outdir.is_dir():
             raise RunError(f"output path {outdir} exists and is not a directory")
@@ -175,6 +187,7 @@ def prepare_outdir(outdir: Path, force: bool) -> None:
             _clear(outdir)
         (outdir / "plots").mkdir()
         _write_marker(outdir, ["plots"])
+        return made
     except OSError as e:
         release(outdir)
         raise RunError(f"output directory {e.filename or outdir}: cannot write ({e.strerror})"
@@ -184,17 +197,36 @@ def prepare_outdir(outdir: Path, force: bool) -> None:
         raise
 
 
-def open_outdir(outdir: Path, force: bool, comm) -> None:
-    """Collective: rank 0 prepares ``outdir``; if it cannot, every rank raises its RunError."""
-    err = None
+def open_outdir(outdir: Path, force: bool, comm) -> Path | None:
+    """Collective: rank 0 prepares ``outdir``; if it cannot, every rank raises its RunError.
+    Returns on rank 0 the outermost folder it created (:func:`prepare_outdir`)."""
+    err, made = None, None
     if comm.rank == 0:
         try:
-            prepare_outdir(outdir, force)
+            made = prepare_outdir(outdir, force)
         except RunError as e:
             err = str(e)
     err = comm.bcast(err, root=0)
     if err:
         raise RunError(err)
+    return made
+
+
+def discard(outdir: Path, made: Path | None) -> None:
+    """Rank 0: remove what a run refused before its first step (a restart from a checkpoint
+    of another case) wrote: the folders it created (``made``, the outermost), or else
+    everything in ``outdir``, which was empty, or emptied by ``--force``, when it began."""
+    try:
+        if made is not None:
+            shutil.rmtree(made)
+            return
+        for entry in outdir.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    except OSError:
+        pass
 
 
 def write_error(e: OSError, outdir: Path) -> RunError:

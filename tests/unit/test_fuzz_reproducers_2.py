@@ -404,3 +404,31 @@ def test_emulate_speed_of_a_rank_the_run_does_not_have(tmp_path, speeds):
     assert msg == (f"haloflow: error: parallel.emulate_speed: rank {rank} is not one of "
                    "this run's 1 rank (0 to 0)"), msg
     assert not (tmp_path / "o").exists()
+
+
+# -- minor c: a refused restart leaves no folder -------------------------------------------------
+
+def test_restart_of_another_case_leaves_no_folder(tmp_path, first_run):
+    msg = one_line(haloflow("run", "--restart", first_run, "-o", tmp_path / "o", "--quiet",
+                            "--set", "physics.nu=0.5"))
+    assert "another case" in msg or "case" in msg, msg
+    assert not (tmp_path / "o").exists()
+
+
+def test_restart_from_a_corrupted_checkpoint_leaves_no_folder(tmp_path, first_run):
+    run = _copy(first_run, tmp_path)
+    ckpt = sorted((run / "checkpoint").glob("step-*.ckpt"))[-1]
+    data = bytearray(ckpt.read_bytes())
+    data[len(fmt.MAGIC) + 3] ^= 0x40  # a bit of the first field's payload
+    ckpt.write_bytes(bytes(data))
+    msg = one_line(haloflow("run", "--restart", run, "-o", tmp_path / "o", "--quiet"))
+    assert "checksum" in msg, msg
+    assert not (tmp_path / "o").exists()
+
+
+def test_refused_restart_into_an_existing_empty_folder_leaves_it_empty(tmp_path, first_run):
+    (tmp_path / "o").mkdir()
+    msg = one_line(haloflow("run", "--restart", first_run, "-o", tmp_path / "o", "--quiet",
+                            "--set", "physics.nu=0.5"))
+    assert "case" in msg, msg
+    assert list((tmp_path / "o").iterdir()) == []
