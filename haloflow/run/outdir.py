@@ -14,6 +14,7 @@ the folder is touched.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import shutil
@@ -229,13 +230,54 @@ def discard(outdir: Path, made: Path | None) -> None:
         pass
 
 
+def _open_for_writing(f) -> str | None:
+    """The name of ``f`` if it is a file opened for writing."""
+    if not isinstance(f, io.IOBase):
+        return None
+    try:
+        name, mode = getattr(f, "name", None), getattr(f, "mode", "")
+    except (ValueError, OSError):  # a wrapper whose file is closed
+        return None
+    if isinstance(name, (str, bytes)) and isinstance(mode, str) and set(mode) & set("wax+"):
+        return os.fsdecode(name)
+    return None
+
+
+def _written_file(e: OSError) -> str | None:
+    """The file a failed write was writing, where the error names none (``write()`` or
+    ``close()`` on a full disk or a file system remounted read-only): the innermost frame of
+    its traceback holding a file open for writing, as a local or an attribute of one (a
+    writer, a log)."""
+    frames = []
+    tb = e.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        values = list(frame.f_locals.values())
+        for value in values:  # a frame's own files before those of its objects
+            name = _open_for_writing(value)
+            if name:
+                return name
+        for value in values:
+            try:
+                inner = list(vars(value).values()) if hasattr(value, "__dict__") else []
+            except Exception:  # noqa: BLE001 - an object that will not say: not the file
+                continue
+            for f in inner:
+                name = _open_for_writing(f)
+                if name:
+                    return name
+    return None
+
+
 def write_error(e: OSError, outdir: Path) -> RunError:
     """An output file that cannot be written (full disk, read-only folder), in one line; a
     file left half-written in ``outdir`` is removed.  The error may be this rank's alone
     (every rank writes its own field files): it is marked not collective, so the whole job
     is ended instead of waiting for ranks that did not fail."""
     why = e.strerror or (errno.errorcode.get(e.errno, "") if e.errno else "") or str(e)
-    name = e.filename
+    name = e.filename or _written_file(e)
     if name:
         try:
             p = Path(os.fsdecode(name))

@@ -432,3 +432,48 @@ def test_refused_restart_into_an_existing_empty_folder_leaves_it_empty(tmp_path,
                             "--set", "physics.nu=0.5"))
     assert "case" in msg, msg
     assert list((tmp_path / "o").iterdir()) == []
+
+
+# -- minor d: a full disk names the file -----------------------------------------------------------
+
+def _fault_mid_run(tmp_path, plant, *args) -> subprocess.CompletedProcess:
+    """A run of the cavity into ``tmp_path/R``: once the run has taken its folder (its
+    log.txt is there), ``plant(folder)`` puts the fault in place."""
+    import os
+    import sys
+
+    from tests.limited import REPO
+
+    out = tmp_path / "R"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_NUM_THREADS": "1"}
+    env.pop("HALOFLOW_TRACEBACK", None)
+    job = subprocess.Popen([sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out),
+                            "--set", "mesh.cells=[8,8,1]", "--steps", "30", "--quiet",
+                            "--set", "solver.steady_tol=0", *args],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        t0 = time.monotonic()
+        while not (out / "log.txt").exists() and time.monotonic() - t0 < 60:
+            time.sleep(0.002)
+        plant(out)
+        stdout, stderr = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("name", ["summary.json", "fields/cavity_0.vtu", "residuals.csv",
+                                  "centerline_u.csv"])
+def test_a_full_disk_names_the_file(tmp_path, name):
+    def plant(out):
+        target = out / name
+        target.parent.mkdir(exist_ok=True)
+        if name.endswith(".vtu"):
+            target = target.with_name(target.name + ".tmp")  # written, then renamed
+        target.symlink_to("/dev/full")  # every write: ENOSPC
+
+    res = _fault_mid_run(tmp_path, plant)
+    msg = one_line(res)
+    assert msg == (f"haloflow: error: {tmp_path / 'R' / name}: cannot write (No space left "
+                   "on device)"), msg
