@@ -30,6 +30,7 @@ the cavity, centerline_u.csv / centerline_v.csv compared with Ghia et al. (1982)
 
 SIGTERM or SIGINT (a batch system's preemption, Ctrl-C) finishes the current step, writes a
 checkpoint and ends the run, marked interrupted in summary.json; --restart goes on from it.
+A second SIGTERM ends it at once (exit 143; 15 from MPICH's mpiexec), a second SIGINT 130.
 
 exit codes: 0 success, 1 internal error, 2 bad input, 3 the solution diverged,
 130/143 interrupted by SIGINT/SIGTERM (checkpoint written).

@@ -477,3 +477,40 @@ def test_a_full_disk_names_the_file(tmp_path, name):
     msg = one_line(res)
     assert msg == (f"haloflow: error: {tmp_path / 'R' / name}: cannot write (No space left "
                    "on device)"), msg
+
+
+# -- minor e: a second SIGTERM ends the run at once ------------------------------------------------
+
+def test_a_second_sigterm_ends_the_run_at_once(tmp_path):
+    """The second of two SIGTERMs in a row, while a step is computed, kills the run as the
+    signal's default does (exit 143 in a shell, -15 here), as the README says."""
+    import os
+    import signal
+    import sys
+
+    from tests.limited import REPO
+
+    out = tmp_path / "R"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_NUM_THREADS": "1"}
+    job = subprocess.Popen([sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out),
+                            "--set", "mesh.cells=[160,160,1]", "--set", "solver.steady_tol=0",
+                            "--set", "output.log_every=1", "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 120 and not ((out / "log.txt").exists() and
+                                                   "step      3" in (out / "log.txt").read_text()):
+            time.sleep(0.05)
+        for _ in range(100):  # two at once are one to the kernel: again until it ends
+            job.send_signal(signal.SIGTERM)
+            time.sleep(0.03)  # the run sees each (steps take ~0.3 s)
+            if job.poll() is not None:
+                break
+        _, err = job.communicate(timeout=30)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == -signal.SIGTERM and err == "", (job.returncode, err)
+    assert not (out / "summary.json").exists()
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "a second SIGTERM ends it at once (exit 143; 15 from MPICH's `mpiexec`)" in readme
