@@ -36,6 +36,20 @@ def _say(msg: str) -> None:
     sys.stderr.flush()
 
 
+def _abort(comm, code: int) -> None:
+    """``MPI_Abort`` after this rank's one line: MPICH's own report of the abort
+    (``Abort(2) on node 1 ...``; ``MPIR_CVAR_SUPPRESS_ABORT_MESSAGE`` only empties its
+    text) would be a second line, so this process's stderr is closed to it first."""
+    sys.stderr.flush()
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+    except OSError:
+        pass
+    comm.Abort(code)
+
+
 @contextmanager
 def fail_fast(comm, collective_errors=(UserError,)):
     """Turn any exception into a one-line message and a non-zero exit of the whole job.
@@ -44,7 +58,7 @@ def fail_fast(comm, collective_errors=(UserError,)):
     detected through an allreduce) are printed once by rank 0 and exit cleanly with their
     code.  Anything else may have happened on one rank only while the others wait in a
     collective, so that rank prints its message and calls ``MPI_Abort``, which ends every
-    rank at once instead of leaving them to hang.
+    rank at once instead of leaving them to hang; that one line is all the job prints.
     """
     try:
         yield
@@ -52,14 +66,14 @@ def fail_fast(comm, collective_errors=(UserError,)):
         code = getattr(e, "exit_code", 2)
         if not getattr(e, "collective", True) and comm.size > 1:  # this rank's alone
             _say(f"haloflow: error on rank {comm.rank}: {e}")
-            comm.Abort(code)
+            _abort(comm, code)
         if comm.rank == 0:
             _say(f"haloflow: error: {e}")
         sys.exit(code)
     except KeyboardInterrupt:
         _say(f"haloflow: interrupted on rank {comm.rank}")
         if comm.size > 1:
-            comm.Abort(130)
+            _abort(comm, 130)
         sys.exit(130)
     except SystemExit:
         raise
@@ -69,7 +83,7 @@ def fail_fast(comm, collective_errors=(UserError,)):
         if os.environ.get("HALOFLOW_TRACEBACK"):
             traceback.print_exc()
         if comm.size > 1:
-            comm.Abort(1)
+            _abort(comm, 1)
         sys.exit(1)
 
 

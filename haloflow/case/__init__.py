@@ -94,6 +94,7 @@ def load_case(source: str | Path, overrides: Iterable[str] = ()) -> Case:
     raw = _read(path, label)
     physics = raw.get("physics")
     file_model = physics.get("model") if isinstance(physics, dict) else None
+    file_closure = physics.get("closure") if isinstance(physics, dict) else None
     applied = []
     for text in overrides:
         keys, value = _parse_override(text)
@@ -103,6 +104,7 @@ def load_case(source: str | Path, overrides: Iterable[str] = ()) -> Case:
     # if --set gave it
     by_override = frozenset(tuple(keys) for keys, _ in applied)
     _drop_switched_model_keys(raw, file_model, by_override)
+    _drop_switched_closure_keys(raw, file_closure, by_override)
     try:
         parts = _resolve(raw, path.parent, by_override)
     except KeyProblem as p:
@@ -124,6 +126,16 @@ def _drop_switched_model_keys(raw: dict, file_model, by_override) -> None:
     for k in [k for k in physics if k in own and k not in plain]:
         if ("physics", k) not in by_override:
             del physics[k]
+
+
+def _drop_switched_closure_keys(raw: dict, file_closure, by_override) -> None:
+    """``--set physics.closure`` away from the file's closure drops the file's keys of that
+    closure (kEqn's ``k_init``), as a switched model drops its keys; ``--set`` ones stay."""
+    physics = raw.get("physics")
+    if isinstance(physics, dict) and ("physics", "closure") in by_override \
+            and physics.get("closure") != file_closure \
+            and ("physics", "k_init") not in by_override:
+        physics.pop("k_init", None)
 
 
 def _locate(source: str | Path) -> tuple[Path, str]:

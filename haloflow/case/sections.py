@@ -357,7 +357,12 @@ def _physics(raw) -> SimpleNamespace:
                 raise KeyProblem(path + (k,), f"physics.{k}: a thermal key, not used by "
                                  f'physics.model = "les" (use model = "boussinesq")',
                                  also=[path + ("model",)])
-        return _table(raw, {**plain, **_LES}, path)
+        out = _table(raw, {**plain, **_LES}, path)
+        if "k_init" in raw and out.closure != "kEqn":  # the one closure with a k to start
+            raise KeyProblem(path + ("k_init",), "physics.k_init: a key of the kEqn closure, "
+                             f"not used by physics.closure = {_fmt(out.closure)}",
+                             also=[path + ("closure",)])
+        return out
     if model != "boussinesq":
         for k in raw:
             if k in _THERMAL and k not in plain:

@@ -122,9 +122,11 @@ def _write(path, body, kind):
         with open(tmp, "w") as f:
             f.write(doc)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and not e.filename:  # a full disk's write names no file
+            e.filename = str(path)
         raise
 
 

@@ -39,17 +39,20 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     """Run ``case`` on ``comm``; returns the summary dict on rank 0 ({} elsewhere).
     ``restart``: a checkpoint file to go on from (the case must be the one it was
     written by: :func:`haloflow.io.checkpoint.case_hash`)."""
+    from ..io.checkpoint import CheckpointError
     from .loop import run_loop
     from .memory import return_freed_arrays
-    from .outdir import open_outdir, record, release, write_error
+    from .outdir import discard, open_outdir, record, release, write_error
     from .report import Log, finish, log_setup, write_results
-    from .setup import set_threads, setup
+    from .setup import check_ranks, set_threads, setup
 
     t_start = time.perf_counter()
     return_freed_arrays()
     root = comm.rank == 0
+    check_ranks(case, comm.size)
     wait_policy = set_threads(threads, case.parallel.thread_wait, comm)
-    open_outdir(outdir, force, comm)
+    made = open_outdir(outdir, force, comm)
+    refused = False  # a restart its checkpoint refuses leaves no folder behind
     try:
         log = Log(outdir / "log.txt" if root else None, quiet=quiet or not root)
         if root:
@@ -58,7 +61,12 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         run = setup(case, comm, threads, log)
         run.wait_policy = wait_policy
         log_setup(run, outdir, log)
-        start = _restore(run, restart, log) if restart else 0
+        try:
+            start = _restore(run, restart, log) if restart else 0
+        except CheckpointError:
+            refused = True
+            log.close()
+            raise
         try:
             loop = run_loop(run, log, quiet, outdir, start)
         except DivergedError as e:
@@ -77,7 +85,9 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     except OSError as e:  # a full disk or a read-only folder: one line, exit 2
         raise write_error(e, outdir) from None
     finally:
-        if root:
+        if root and refused:
+            discard(outdir, made)
+        elif root:
             record(outdir)
             release(outdir)
 

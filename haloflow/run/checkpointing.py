@@ -147,7 +147,8 @@ class Checkpointer:
         final = self.folder / fmt.checkpoint_name(step)
         tmp = self.folder / (final.name + ".tmp")
         self._write_file(tmp, specs, blocks, meta)
-        if comm.rank == 0:
+        failed = None
+        if comm.rank == 0:  # renames; every rank learns whether it could
             try:
                 os.replace(tmp, final)
                 _fsync_dir(self.folder)
@@ -156,8 +157,10 @@ class Checkpointer:
                 record(self.folder.parent)
             except OSError as e:
                 _remove(tmp)
-                raise RunError(f"{final}: cannot write the checkpoint ({e.strerror})") from None
-        comm.Barrier()
+                failed = f"{final}: cannot write the checkpoint ({e.strerror})"
+        failed = comm.bcast(failed, root=0)
+        if failed:
+            raise RunError(failed)
         self.written += 1
         self.seconds += clock.perf_counter() - t0
         return str(final)

@@ -14,6 +14,7 @@ the folder is touched.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import shutil
@@ -152,9 +153,21 @@ def _clear(outdir: Path) -> None:
             entry.unlink()
 
 
-def prepare_outdir(outdir: Path, force: bool) -> None:
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist (None: ``path`` does)."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            break
+        missing = p
+    return missing
+
+
+def prepare_outdir(outdir: Path, force: bool) -> Path | None:
     """Create and lock ``outdir``; never write into a non-empty folder unless ``force`` is
-    given and the folder holds haloflow's marker (so ``--force`` cannot wipe other data)."""
+    given and the folder holds haloflow's marker (so ``--force`` cannot wipe other data).
+    Returns the outermost folder it created (None where ``outdir`` was there)."""
+    made = _first_missing(outdir)
     try:
         if (outdir.exists() or outdir.is_symlink()) and not outdir.is_dir():
             raise RunError(f"output path {outdir} exists and is not a directory")
@@ -175,6 +188,7 @@ def prepare_outdir(outdir: Path, force: bool) -> None:
             _clear(outdir)
         (outdir / "plots").mkdir()
         _write_marker(outdir, ["plots"])
+        return made
     except OSError as e:
         release(outdir)
         raise RunError(f"output directory {e.filename or outdir}: cannot write ({e.strerror})"
@@ -184,17 +198,77 @@ def prepare_outdir(outdir: Path, force: bool) -> None:
         raise
 
 
-def open_outdir(outdir: Path, force: bool, comm) -> None:
-    """Collective: rank 0 prepares ``outdir``; if it cannot, every rank raises its RunError."""
-    err = None
+def open_outdir(outdir: Path, force: bool, comm) -> Path | None:
+    """Collective: rank 0 prepares ``outdir``; if it cannot, every rank raises its RunError.
+    Returns on rank 0 the outermost folder it created (:func:`prepare_outdir`)."""
+    err, made = None, None
     if comm.rank == 0:
         try:
-            prepare_outdir(outdir, force)
+            made = prepare_outdir(outdir, force)
         except RunError as e:
             err = str(e)
     err = comm.bcast(err, root=0)
     if err:
         raise RunError(err)
+    return made
+
+
+def discard(outdir: Path, made: Path | None) -> None:
+    """Rank 0: remove what a run refused before its first step (a restart from a checkpoint
+    of another case) wrote: the folders it created (``made``, the outermost), or else
+    everything in ``outdir``, which was empty, or emptied by ``--force``, when it began."""
+    try:
+        if made is not None:
+            shutil.rmtree(made)
+            return
+        for entry in outdir.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    except OSError:
+        pass
+
+
+def _open_for_writing(f) -> str | None:
+    """The name of ``f`` if it is a file opened for writing."""
+    if not isinstance(f, io.IOBase):
+        return None
+    try:
+        name, mode = getattr(f, "name", None), getattr(f, "mode", "")
+    except (ValueError, OSError):  # a wrapper whose file is closed
+        return None
+    if isinstance(name, (str, bytes)) and isinstance(mode, str) and set(mode) & set("wax+"):
+        return os.fsdecode(name)
+    return None
+
+
+def _written_file(e: OSError) -> str | None:
+    """The file a failed write was writing, where the error names none (``write()`` or
+    ``close()`` on a full disk or a file system remounted read-only): the innermost frame of
+    its traceback holding a file open for writing, as a local or an attribute of one (a
+    writer, a log)."""
+    frames = []
+    tb = e.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        values = list(frame.f_locals.values())
+        for value in values:  # a frame's own files before those of its objects
+            name = _open_for_writing(value)
+            if name:
+                return name
+        for value in values:
+            try:
+                inner = list(vars(value).values()) if hasattr(value, "__dict__") else []
+            except Exception:  # noqa: BLE001 - an object that will not say: not the file
+                continue
+            for f in inner:
+                name = _open_for_writing(f)
+                if name:
+                    return name
+    return None
 
 
 def write_error(e: OSError, outdir: Path) -> RunError:
@@ -203,7 +277,7 @@ def write_error(e: OSError, outdir: Path) -> RunError:
     (every rank writes its own field files): it is marked not collective, so the whole job
     is ended instead of waiting for ranks that did not fail."""
     why = e.strerror or (errno.errorcode.get(e.errno, "") if e.errno else "") or str(e)
-    name = e.filename
+    name = e.filename or _written_file(e)
     if name:
         try:
             p = Path(os.fsdecode(name))

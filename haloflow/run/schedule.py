@@ -38,9 +38,10 @@ class Schedule:
                 self._old[s] = signal.signal(s, self._catch)
 
     def _catch(self, signum, frame) -> None:
-        if self.caught:  # the second one: stop now
+        if self.caught:  # the second one: stop now, as the signal's own handler would
             self.restore_signals()
-            raise KeyboardInterrupt
+            signal.raise_signal(signum)  # SIGTERM's default: killed (exit 143 in a shell)
+            return
         self.caught = signum
 
     def restore_signals(self) -> None:

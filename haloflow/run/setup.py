@@ -204,6 +204,15 @@ def solver_on(case, lmesh, comm, red, timers) -> tuple:
     return ex, solver, posts
 
 
+def check_ranks(case, size: int) -> None:
+    """The ranks the case names (``[parallel] emulate_speed``) are ranks of this run of
+    ``size``: known only once it runs."""
+    for r in sorted(case.parallel.emulate_speed, key=int):
+        if int(r) >= size:
+            raise RunError(f"parallel.emulate_speed: rank {r} is not one of this run's {size} "
+                           f"rank{'s' if size > 1 else ''} (0 to {size - 1})")
+
+
 def emulate(case, comm, lmesh, log) -> None:
     """Collective: the case's emulated network between its nodes (without ``ranks_per_node``
     every rank is a node of its own: on one machine all would share one) and its slow

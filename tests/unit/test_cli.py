@@ -55,7 +55,7 @@ def test_bad_case_key_names_file_and_key(tmp_path):
     (["cavity", "--set", "nonsense"], ["nonsense"]),
     (["cavity", "--threads", "0"], ["--threads"]),
     (["cavity", "--threads", "4096"], ["--threads"]),
-    (["cavity", "--steps", "0"], ["--steps"]),
+    (["cavity", "--steps", "-1"], ["--steps -1", "0 for no limit"]),
 ])
 def test_bad_arguments(tmp_path, args, words):
     msg = one_line_error(haloflow("run", *args, "-o", str(tmp_path / "o")))

@@ -342,3 +342,175 @@ def test_cells_too_stretched_for_the_pressure_matrix_are_one_line(tmp_path):
                    "--set", "mesh.upstream_length=1e12", "--set", "mesh.cells_x=[2,8]",
                    "--set", "mesh.cells_y=[2,2]")
     assert "round-off" in one_line(res)
+
+
+# -- minor a: --steps 0 is solver.max_steps = 0, no limit ------------------------------------------
+
+def test_steps_0_means_no_limit(tmp_path):
+    """The docs: max_steps 0 is no limit and --steps N sets it; the run goes to end_time
+    (3 steps of dt = 0.1)."""
+    res = haloflow("run", "cavity", "-o", tmp_path / "r", "--steps", "0", "--quiet",
+                   "--set", "mesh.cells=[8,8,1]", "--set", "solver.end_time=0.3",
+                   "--set", "output.fields=false", "--set", "output.plots=false")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert (summary["status"], summary["steps"]) == ("completed", 3)
+    assert "0: no limit" in " ".join(haloflow("run", "--help").stdout.split())
+    msg = one_line(haloflow("run", "cavity", "-o", tmp_path / "n", "--steps", "-1"))
+    assert "--steps -1" in msg and "0 for no limit" in msg, msg
+    assert not (tmp_path / "n").exists()
+
+
+# -- minor b: keys a run cannot use --------------------------------------------------------------
+
+@pytest.mark.parametrize("closure", ["wale", "smagorinsky", "dynamicSmagorinsky"])
+def test_k_init_without_the_closure_that_uses_it(closure):
+    from tests.case_errors import error
+
+    msg = error("taylor_green_3d", [f'physics.closure="{closure}"', "physics.k_init=0.1"])
+    assert msg.startswith("--set physics.k_init=0.1: physics.k_init: a key of the kEqn "
+                          f'closure, not used by physics.closure = "{closure}"'), msg
+
+
+def test_k_init_with_kEqn_and_a_switched_closure_are_accepted():
+    from haloflow.case import load_case
+
+    assert load_case("taylor_green_3d", ['physics.closure="kEqn"', "physics.k_init=0.1"]
+                     ).physics.k_init == 0.1
+    # pitzdaily_les.toml gives kEqn's k_init; --set physics.closure drops it, as a switched
+    # model drops the file's keys of the model it leaves
+    p = load_case("pitzdaily_les", ['physics.closure="wale"']).physics
+    assert (p.closure, p.k_init) == ("wale", None)
+
+
+def test_k_init_of_a_case_file_with_another_closure(tmp_path):
+    from haloflow.case import CASES_DIR
+
+    text = (CASES_DIR / "taylor_green_3d.toml").read_text()
+    closure = re.search(r'\nclosure = "dynamicSmagorinsky".*\n', text)
+    assert closure, "taylor_green_3d.toml's closure changed"
+    case = tmp_path / "w.toml"
+    case.write_text(text.replace(closure.group(), '\nclosure = "wale"\nk_init = 0.1\n'))
+    msg = one_line(haloflow("run", case, "-o", tmp_path / "o", *QUICK))
+    assert msg.startswith(f"haloflow: error: {case}: physics.k_init: a key of the kEqn"), msg
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("speeds", ["{1=0.5}", "{0=0.5,7=0.25}"])
+def test_emulate_speed_of_a_rank_the_run_does_not_have(tmp_path, speeds):
+    rank = speeds.split("=")[-2].rsplit(",", 1)[-1].strip("{")
+    msg = one_line(haloflow("run", "cavity", "-o", tmp_path / "o", *SMALL,
+                            "--set", f"parallel.emulate_speed={speeds}"))
+    assert msg == (f"haloflow: error: parallel.emulate_speed: rank {rank} is not one of "
+                   "this run's 1 rank (0 to 0)"), msg
+    assert not (tmp_path / "o").exists()
+
+
+# -- minor c: a refused restart leaves no folder -------------------------------------------------
+
+def test_restart_of_another_case_leaves_no_folder(tmp_path, first_run):
+    msg = one_line(haloflow("run", "--restart", first_run, "-o", tmp_path / "o", "--quiet",
+                            "--set", "physics.nu=0.5"))
+    assert "another case" in msg or "case" in msg, msg
+    assert not (tmp_path / "o").exists()
+
+
+def test_restart_from_a_corrupted_checkpoint_leaves_no_folder(tmp_path, first_run):
+    run = _copy(first_run, tmp_path)
+    ckpt = sorted((run / "checkpoint").glob("step-*.ckpt"))[-1]
+    data = bytearray(ckpt.read_bytes())
+    data[len(fmt.MAGIC) + 3] ^= 0x40  # a bit of the first field's payload
+    ckpt.write_bytes(bytes(data))
+    msg = one_line(haloflow("run", "--restart", run, "-o", tmp_path / "o", "--quiet"))
+    assert "checksum" in msg, msg
+    assert not (tmp_path / "o").exists()
+
+
+def test_refused_restart_into_an_existing_empty_folder_leaves_it_empty(tmp_path, first_run):
+    (tmp_path / "o").mkdir()
+    msg = one_line(haloflow("run", "--restart", first_run, "-o", tmp_path / "o", "--quiet",
+                            "--set", "physics.nu=0.5"))
+    assert "case" in msg, msg
+    assert list((tmp_path / "o").iterdir()) == []
+
+
+# -- minor d: a full disk names the file -----------------------------------------------------------
+
+def _fault_mid_run(tmp_path, plant, *args) -> subprocess.CompletedProcess:
+    """A run of the cavity into ``tmp_path/R``: once the run has taken its folder (its
+    log.txt is there), ``plant(folder)`` puts the fault in place."""
+    import os
+    import sys
+
+    from tests.limited import REPO
+
+    out = tmp_path / "R"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_NUM_THREADS": "1"}
+    env.pop("HALOFLOW_TRACEBACK", None)
+    job = subprocess.Popen([sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out),
+                            "--set", "mesh.cells=[8,8,1]", "--steps", "30", "--quiet",
+                            "--set", "solver.steady_tol=0", *args],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        t0 = time.monotonic()
+        while not (out / "log.txt").exists() and time.monotonic() - t0 < 60:
+            time.sleep(0.002)
+        plant(out)
+        stdout, stderr = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("name", ["summary.json", "fields/cavity_0.vtu", "residuals.csv",
+                                  "centerline_u.csv"])
+def test_a_full_disk_names_the_file(tmp_path, name):
+    def plant(out):
+        target = out / name
+        target.parent.mkdir(exist_ok=True)
+        if name.endswith(".vtu"):
+            target = target.with_name(target.name + ".tmp")  # written, then renamed
+        target.symlink_to("/dev/full")  # every write: ENOSPC
+
+    res = _fault_mid_run(tmp_path, plant)
+    msg = one_line(res)
+    assert msg == (f"haloflow: error: {tmp_path / 'R' / name}: cannot write (No space left "
+                   "on device)"), msg
+
+
+# -- minor e: a second SIGTERM ends the run at once ------------------------------------------------
+
+def test_a_second_sigterm_ends_the_run_at_once(tmp_path):
+    """The second of two SIGTERMs in a row, while a step is computed, kills the run as the
+    signal's default does (exit 143 in a shell, -15 here), as the README says."""
+    import os
+    import signal
+    import sys
+
+    from tests.limited import REPO
+
+    out = tmp_path / "R"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_NUM_THREADS": "1"}
+    job = subprocess.Popen([sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out),
+                            "--set", "mesh.cells=[160,160,1]", "--set", "solver.steady_tol=0",
+                            "--set", "output.log_every=1", "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 120 and not ((out / "log.txt").exists() and
+                                                   "step      3" in (out / "log.txt").read_text()):
+            time.sleep(0.05)
+        for _ in range(100):  # two at once are one to the kernel: again until it ends
+            job.send_signal(signal.SIGTERM)
+            time.sleep(0.03)  # the run sees each (steps take ~0.3 s)
+            if job.poll() is not None:
+                break
+        _, err = job.communicate(timeout=30)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == -signal.SIGTERM and err == "", (job.returncode, err)
+    assert not (out / "summary.json").exists()
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "a second SIGTERM ends it at once (exit 143; 15 from MPICH's `mpiexec`)" in readme
