@@ -102,6 +102,19 @@ def row_product(indptr, indices, data, x, i):
 
 
 @nb.njit(cache=True, inline="always")
+def row_products(indptr, indices, data, x, y, i):
+    """Row i of A x and of A y, the row read once, each summed as :func:`row_product`."""
+    sx = 0.0
+    sy = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        a = data[k]
+        j = indices[k]
+        sx += a * x[j]
+        sy += a * y[j]
+    return sx, sy
+
+
+@nb.njit(cache=True, inline="always")
 def _row_residual(indptr, indices, data, x, b, i):
     """Row i of b - A x, subtracted in the row's order."""
     s = b[i]

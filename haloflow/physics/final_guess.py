@@ -31,6 +31,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ..linalg.matrix import row_products
+
 STATE = "p_last_change"  # its name in a checkpoint
 
 
@@ -41,13 +43,7 @@ def projection_sums(indptr, indices, data, p, d, b, n):
     dr = 0.0
     dq = 0.0
     for i in range(n):
-        ap = 0.0
-        ad = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            a = data[k]
-            j = indices[k]
-            ap += a * p[j]
-            ad += a * d[j]
+        ap, ad = row_products(indptr, indices, data, p, d, i)
         dr += d[i] * (b[i] - ap)
         dq += d[i] * ad
     return dr, dq

@@ -32,12 +32,7 @@ def sweep_png(path, curves, title="") -> None:
     ax_t.yaxis.set_major_formatter(plain)
     lo, hi = ax_t.get_ylim()
     ax_t.yaxis.set_minor_formatter(plain if hi / lo < 30 else NullFormatter())
-    for ax in (ax_bw, ax_t):
-        ax.grid(alpha=0.3, which="both")
-        ax.legend()
-    if title:
-        fig.suptitle(title)
-    save(fig, path)
+    _finish(fig, path, title, (ax_bw, ax_t), (ax_bw, ax_t))
 
 
 def pairs_png(path, order, nodes, panels, title="") -> None:
@@ -65,9 +60,7 @@ def pairs_png(path, order, nodes, panels, title="") -> None:
             ax.axvline(c, color="white", lw=1.5)
     for ax in axes[k:]:
         ax.set_visible(False)
-    if title:
-        fig.suptitle(title)
-    save(fig, path)
+    _finish(fig, path, title, (), ())
 
 
 def cpu_png(path, points, title="") -> None:
@@ -82,11 +75,7 @@ def cpu_png(path, points, title="") -> None:
         ax.loglog(n, np.maximum(system, 1e-3), ".--", ms=3, lw=1, label="system")
         ax.set(xlabel="message bytes", ylabel="CPU per message [us]",
                title=f"rank {k} ({'first' if k == 0 else 'other'} side)")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend()
-    if title:
-        fig.suptitle(title)
-    save(fig, path)
+    _finish(fig, path, title, axes, axes)
 
 
 def overlap_png(path, rows, title="") -> None:
@@ -101,9 +90,15 @@ def overlap_png(path, rows, title="") -> None:
                        ("both_s", "both, computation between post and wait")):
         ax_t.loglog(n, [r[key] * 1e6 for r in rows], ".-", ms=3, lw=1, label=label)
     ax_t.set(xlabel="message bytes", ylabel="time per repetition [us]", title="times")
-    for ax in (ax_f, ax_t):
+    _finish(fig, path, title, (ax_f, ax_t), (ax_t,))
+
+
+def _finish(fig, path, title, gridded, legends) -> None:
+    """Grids and legends on the axes that have them, the title, then the PNG at ``path``."""
+    for ax in gridded:
         ax.grid(alpha=0.3, which="both")
-    ax_t.legend()
+    for ax in legends:
+        ax.legend()
     if title:
         fig.suptitle(title)
     save(fig, path)
