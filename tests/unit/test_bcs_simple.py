@@ -220,8 +220,9 @@ def _error(overrides, source="channel"):
     ("boundary.top.type=mirror", 'boundary.top.type: expected "wall", "inlet", "outlet", '
                                  '"symmetry", "slip" or "empty", got "mirror"'),
     ("solver.algorithm=simplec", 'solver.algorithm: expected "piso" or "simple", got "simplec"'),
-    ("solver.relaxation.U=0", "solver.relaxation.U: expected a number in (0, 1], got 0"),
-    ("solver.relaxation.p=1.5", "solver.relaxation.p: expected a number in (0, 1], got 1.5"),
+    ("solver.relaxation.U=0", "solver.relaxation.U: expected a number from 1e-06 to 1, got 0"),
+    ("solver.relaxation.p=1.5",
+         "solver.relaxation.p: expected a number from 1e-06 to 1, got 1.5"),
     ("solver.gradient=green", 'solver.gradient: expected "gauss" or "least-squares"'),
     ("solver.laplacian=limited", 'expected "corrected" or "uncorrected", got "limited"'),
     ("solver.residual_tol=-1",
