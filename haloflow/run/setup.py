@@ -176,10 +176,12 @@ def refuse_broken(mesh, where: str) -> None:
 
 
 def release_centres(lmesh, case, posts) -> None:
-    """Free the centres nothing reads once set-up is over: linear-upwind convection reads
-    face and cell centres every step, the velocity gathered at the end for plots and
-    post-processors reads both, and post-processors read the cell centres."""
-    if case.solver.convection == "linear-upwind" or case.output.plots:
+    """Free the centres nothing reads once set-up is over: linear-upwind convection and van
+    Driest damping (the wall's y+ each step) read face and cell centres every step, the
+    velocity gathered at the end for plots and post-processors reads both, and
+    post-processors read the cell centres."""
+    if case.solver.convection == "linear-upwind" or case.output.plots or \
+            getattr(case.physics, "van_driest", False):
         return
     lmesh.release_centres(faces=not any(post.gathers for post in posts), cells=not posts)
 
