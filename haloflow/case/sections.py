@@ -159,6 +159,8 @@ def _schema() -> dict[str, Any]:
             "checkpoint_every": _Key(_integer(0, 10**12), 0),  # steps between checkpoints
             "checkpoint_every_s": _Key(_number(0), 0.0),  # wall-clock seconds between them
             "checkpoint_keep": _Key(_integer(1, 10**6), 2),  # the newest K are kept
+            "timeline": _Key(_boolean(), False),  # timeline.json: each rank's timed blocks
+            "timeline_steps": _Key(_integer(1, 1000), 20),  # of the first N steps
         },
         "postprocess": _postprocess(),
     }

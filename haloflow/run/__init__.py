@@ -73,6 +73,8 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
             if root:
                 _diverged_summary(outdir, case, str(e))
             raise
+        if loop.timeline is not None:
+            loop.timeline.write(outdir)
         entries = write_results(run, outdir)
         summary = finish(run, loop, entries, outdir, log, t_start, restart)
         if loop.status == "interrupted":

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from . import DivergedError
+from . import timeline as run_timeline
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Loop:
     checkpoints: int = 0  # written by this run
     checkpoint_s: float = 0.0  # their seconds
     balance: dict | None = None  # the balancer's rebalances
+    timeline: object = None  # the run's RunTimeline (output.timeline), or None
 
     @property
     def last_step(self) -> int:
@@ -112,9 +114,13 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
         balancer = Balancer(run, log if root else (lambda *a, **k: None), start)
     samplers = [post for post in run.posts if post.samples]  # rebuilt by a rebalance
     step = start
+    tl = run_timeline.begin(run)
+    lp.timeline = tl
     t_loop = time.perf_counter()
     try:
         while step < n_target and (max_steps is None or step < max_steps):
+            if tl is not None:
+                tl.next(step)
             solver = run.solver  # a rebalance builds a new one
             info = solver.step()
             step += 1
@@ -136,6 +142,8 @@ def run_loop(run, log, quiet: bool, outdir=None, start: int = 0) -> Loop:
                     if balancer.after_step(step, n_target if max_steps is None else
                                            min(n_target, max_steps)):
                         samplers = [post for post in run.posts if post.samples]
+        if tl is not None:
+            tl.close()
         if saver is not None and lp.steps and lp.status == "completed":
             # the end of the run: a last checkpoint and series file, unless just written
             last = sched.final_checkpoint(step)

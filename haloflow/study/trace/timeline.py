@@ -12,13 +12,13 @@ file's ``otherData.warnings`` says which rank.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...io import timeline as trace_json
 from . import TraceError
 from .files import actions
 
@@ -211,8 +211,7 @@ def name_states(states: list[State], trace: Path, rank: int) -> tuple[list[tuple
     return rows, warning
 
 
-def _us(t: float) -> float:
-    return round(t * 1e6, 3)
+_us = trace_json.us
 
 
 def events(paje: Path, traces: list[Path], pid: int, label: str) -> tuple[list[dict], list[str]]:
@@ -226,10 +225,7 @@ def events(paje: Path, traces: list[Path], pid: int, label: str) -> tuple[list[d
                         "args": {"sort_index": pid}}]
     warnings = []
     for rank, trace in enumerate(traces):
-        out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": rank,
-                    "args": {"name": f"rank {rank}"}})
-        out.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": rank,
-                    "args": {"sort_index": rank}})
+        out.extend(trace_json.track(pid, rank))
         rows, warning = name_states(rep.states.get(rank, []), trace, rank)
         if warning:
             warnings.append(warning)
@@ -248,6 +244,4 @@ def events(paje: Path, traces: list[Path], pid: int, label: str) -> tuple[list[d
 
 def write(path: Path, parts: list[list[dict]], other: dict) -> None:
     """The timeline file: every replay's events, times in microseconds shown as ms."""
-    doc = {"traceEvents": [e for p in parts for e in p], "displayTimeUnit": "ms",
-           "otherData": other}
-    path.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+    trace_json.write(path, [e for p in parts for e in p], other)
