@@ -63,5 +63,7 @@ def test_builtin_case_reports_errors(tmp_path):
     tg = s["taylor_green"]
     assert abs(tg["time"] - 0.5) < 1e-12
     assert abs(tg["exact_peak_speed"] - math.exp(-2 * 0.01 * 0.5)) < 1e-12
-    assert 1e-4 < tg["u_l2_error"] < 1e-2
+    # 4.907e-3 measured (2026-12-02): the order tests above say how it falls with the mesh,
+    # this says the shipped case's run reports the same error (10 %: tolerances, not physics)
+    assert abs(tg["u_l2_error"] / 4.907e-3 - 1.0) < 0.1, tg["u_l2_error"]
     assert "Taylor-Green vortices at t = 0.5" in (tmp_path / "tg" / "log.txt").read_text()
