@@ -54,3 +54,24 @@ def test_a_compile_waits_while_another_holds_the_lock(tmp_path, monkeypatch):
         assert not done and t.is_alive()
     t.join(timeout=60)
     assert done == [2]
+
+
+def test_warming_one_case_in_two_processes_and_a_bad_case():
+    """``--case`` (what ``make run`` runs): the case's kernels in two processes, then ready;
+    a case that cannot be read is one line and exit 2, before any process starts."""
+    import subprocess
+    import sys
+
+    from tests.limited import REPO
+
+    def warm(*args):
+        return subprocess.run([sys.executable, "-m", "haloflow.warmup", "--case", "cavity",
+                               "--set", "mesh.cells=[8,8,1]", *args], cwd=REPO,
+                              capture_output=True, text=True, timeout=600)
+
+    ok = warm("--jobs", "2")
+    assert ok.returncode == 0, ok.stderr
+    assert "compiling the kernels cavity needs" in ok.stdout and "kernels ready" in ok.stdout
+    bad = warm("--set", "solver.dt=-1")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "solver.dt" in bad.stderr and "kernels ready" not in bad.stdout
