@@ -117,6 +117,8 @@ def _schema() -> dict[str, Any]:
                 "max_iter": _Key(_integer(1, 10**7), 5000),
                 # the AMG's coarse correction: AMLI (3D) or K-cycle (2D), or one of them
                 "cycle": _Key(_choice("auto", "K", "A", "V"), "auto"),
+                # coarse levels with fewer rows per rank move onto fewer ranks (0: never)
+                "agglomerate": _Key(_integer(0, 10**9), 0),
                 # PISO's last solve starts where the correction before it stopped, moved along
                 # the previous step's last change ("extrapolated"), or there ("previous")
                 "guess": _Key(_choice("extrapolated", "previous"), "extrapolated"),

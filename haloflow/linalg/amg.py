@@ -29,6 +29,7 @@ from ..parallel import halo, transfer
 from ..parallel.reduce import Reducer, self_reducer
 from ..parallel.timers import NULL_TIMERS
 from . import amg_kernels as kern
+from .agglomerate import active_ranks, leaders
 from .aggregation import _aggregate
 from .amg_levels import VECTORS, Level, _coarse_halo, _RowShare, _share_rows, _transfers
 from .cholesky import Cholesky
@@ -114,7 +115,7 @@ class AMG:
     def __init__(self, A, lmesh, red: Reducer, strategy: str = "packed", cycle: str | None = None,
                  timers=NULL_TIMERS, aggregation: str = AGGREGATION,
                  gather_below: int | None = None, work: np.ndarray | None = None,
-                 dims: int | None = None):
+                 dims: int | None = None, agglomerate: int = 0):
         if aggregation not in ("global", "local"):
             raise ValueError(f"unknown AMG aggregation {aggregation!r} (global or local)")
         self.A = A
@@ -140,6 +141,9 @@ class AMG:
         if gather_below is None:
             gather_below = COARSEST_2D if planar else GATHER_BELOW
         self.gather_below = int(gather_below)
+        # coarse levels below this many rows per rank move onto fewer ranks (0: never)
+        self.agglomerate = int(agglomerate)
+        self._active = red.size  # ranks the last planned level is spread over
         self._halo = lambda topo, c: halo.make(strategy, topo, c)
         self.levels: list[Level] = []
         self.root = red.rank == 0
@@ -258,7 +262,7 @@ class AMG:
             agg, nc = _aggregate(ip, ix, gdata, gdp, total, gkey, order)
             del ip, ix, gdata, gdp
             seed = _first_rows(agg, order, nc)  # an aggregate belongs to its first row's rank
-            owner = np.repeat(np.arange(size), nrows)[seed]
+            owner = self._leaders(nc)[np.repeat(np.arange(size), nrows)[seed]]  # or its leader
             offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=size))])
             by_owner = np.argsort(owner, kind="stable")
             cgid = np.empty(nc, dtype=np.int64)
@@ -274,6 +278,15 @@ class AMG:
         transfer.RootPieces(comm, counts).scatter(ckey, my_keys)
         return SimpleNamespace(cgid=cgid, offsets=offsets, ckeys=my_keys,
                                nc_global=int(offsets[-1]))
+
+    def _leaders(self, nc: int) -> np.ndarray:
+        """Rank 0, planning a coarse level of ``nc`` rows: who holds each rank's share of
+        it (:mod:`.agglomerate`; itself while the level keeps every rank)."""
+        self._active = min(self._active, active_ranks(nc, self.red.size, self.agglomerate))
+        nodes = getattr(self.lmesh, "nodes", None)
+        if nodes is None or len(nodes) != self.red.size:
+            nodes = np.zeros(self.red.size, dtype=np.int64)  # one node
+        return leaders(nodes, self._active)
 
     def _distributed_next(self, lev, plan, halo=True):
         """Coarse level of a distributed level from its plan: owned aggregates (rows), the
@@ -297,13 +310,17 @@ class AMG:
         received = np.concatenate(inbox)
         rrow, rcol = received // offsets[-1], received % offsets[-1]
         members_elsewhere = np.unique(cg[:n][foreign[:n]])
-        ghost = np.unique(np.concatenate([cg[used & foreign],
-                                          rcol[(rcol < off) | (rcol >= off + nc)],
-                                          members_elsewhere]))
+        # ghost columns: first those the rows couple to (exchanged, ascending, hence grouped
+        # by owner), then aggregates holding only cells of this rank (set by the transfers)
+        coupled = np.unique(np.concatenate([cg[used & foreign],
+                                            rcol[(rcol < off) | (rcol >= off + nc)]]))
+        ghost = np.concatenate([coupled, np.setdiff1d(members_elsewhere, coupled)])
+        by_id = np.argsort(ghost, kind="stable")
+        ids = ghost[by_id]
 
-        def local_col(g):
-            return np.where((g >= off) & (g < off + nc), g - off,
-                            nc + np.searchsorted(ghost, g))
+        def local_col(g):  # (columns that are neither owned nor ghost: never read)
+            at = by_id[np.minimum(np.searchsorted(ids, g), len(ids) - 1)] if len(ids) else 0
+            return np.where((g >= off) & (g < off + nc), g - off, nc + at)
 
         ncols = nc + len(ghost)
         col = local_col(cg)
@@ -328,9 +345,10 @@ class AMG:
                     _diagonal_positions(ip, ix, nc), nc, ncols,
                     None, self.red)
         if halo:
-            nxt.topo = _coarse_halo(comm, offsets, ghost)
+            nxt.topo = _coarse_halo(comm, offsets, coupled)
             nxt.ex = self._halo(nxt.topo, comm)
         nxt.offset = off
+        nxt.active = int(np.count_nonzero(np.diff(offsets)))  # ranks holding rows of it
         nxt.global_cols = np.concatenate([off + np.arange(nc), ghost]).astype(np.int64)
         nxt.key = plan.ckeys
         lev.next = SimpleNamespace(agg=col[:n], nc=nc, ncols=ncols, slot=slot[:nnz],
@@ -511,12 +529,33 @@ class AMG:
         rd = self.levels[fr] if fr < len(self.levels) else None
         return {"levels": [{"index": i, "rows": int(lev.rows), "distributed": i < fr,
                             "exchanges": int(lev.calls),
-                            "compiled_exchanges": int(lev.compiled_calls)}
+                            "compiled_exchanges": int(lev.compiled_calls),
+                            "visits": int(lev.visits), "ranks": self._ranks_of(i),
+                            "nnz": int(len(lev.indices)),
+                            "transfer_messages": int(lev.visits) * self._transfer_peers(i)}
                            for i, lev in enumerate(self.levels)],
                 "gathered_rows": int(rd.rows) if rd is not None else 0,
                 "gathered_nnz": int(len(rd.indices)) if rd is not None else 0,
                 "allgathers": int(self.allgathers), "refreshes": int(self.refreshes),
                 "factors_reused": int(self._chol().reused) if self._chol() else 0}
+
+    def _ranks_of(self, i: int) -> int:
+        """How many ranks hold rows of level i (all of them from the replicated one on)."""
+        lev = self.levels[i]
+        if i >= self._redundant_from() or not self.red.parallel:
+            return int(self.red.size)
+        return int(lev.active) if i else int(self.red.size)
+
+    def _transfer_peers(self, i: int) -> int:
+        """Messages this rank sends per visit to level i: partial restrictions to the
+        owners of aggregates it has cells of, and the owners' values back to the ranks
+        with cells in its own (none into the replicated level: an allgather)."""
+        if i == 0 or self.levels[i - 1].next is None:
+            return 0
+        nx = self.levels[i - 1].next
+        if nx.xfer is None:
+            return 0
+        return len(nx.xfer.out_peers) + (len(nx.xfer.in_peers) if nx.redundant is None else 0)
 
     def _chol(self):
         """The coarsest level's Cholesky, or None (not yet made, or an LU instead)."""
@@ -686,6 +725,7 @@ class AMG:
         self._presmooth_restrict(lev, b, x, nx, rc)
         if nx.xfer is not None:  # partial sums of aggregates spanning ranks to their owners
             nx.xfer.accumulate(rc)
+        self.levels[i + 1].visits += 1
         e = self._coarse(i, lev)
         if nx.xfer is not None and nx.redundant is None:  # (replicated: all values at hand)
             nx.xfer.distribute(e)

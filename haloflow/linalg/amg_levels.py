@@ -144,6 +144,8 @@ class Level:
         self.rows = n  # global rows (set by the hierarchy for distributed levels)
         self.calls = 0  # halo exchanges made (or, serially, that a parallel run would make)
         self.compiled_calls = 0  # of those, made from compiled code
+        self.visits = 0  # cycles entering this level (restrictions into it)
+        self.active = 0  # distributed coarse levels: the ranks holding rows of it
         self.key = None  # visiting order of the matching (serial order of the rows) if not 0..n
         self.lu = None  # coarsest level: LU factors as CSC arrays for lu_solve
         self.dense = None  # coarsest level: the dense LU's fixed index arrays and work

@@ -55,7 +55,8 @@ N_CTL = 16
 RB = 8  # room for the scalars of one fused sum (send and receive halves)
 
 
-# slots of the int64 counters array ``cnt``: then one exchange count per level
+# slots of the int64 counters array ``cnt``: then one exchange count per level, then one
+# visit count per level
 REDUCTIONS, TOP_EXCHANGES, GATHERED_NS, GATHERED_VISITS, REDUCE_NS, ALLGATHER_NS = range(6)
 
 
@@ -292,6 +293,7 @@ def _down(h, d0, cnt, i, b, x):
     into the next level's right-hand side (partial sums of aggregates spanning ranks to
     their owners; into a redundant level, one allgatherv)."""
     lv, pl = h[8], h[H_PL]
+    cnt[CNT_HEAD + h[H_CTL][NLEV] + i + 1] += 1  # a visit to level i + 1
     ag = _agg(h, i)
     if pl[i, RD] == 0:
         rc, nc = _vec(h, B, i + 1), lv[i + 1, NCOLS]

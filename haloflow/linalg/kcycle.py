@@ -240,7 +240,7 @@ class CompiledSolve:
         thr = _thread_levels(levels, int(ctl[NBLK]))
         self.h = (*packed, ks, ctl, par.pl, par.hb, par.hcells, par.hplan, par.xidx, par.hnd,
                   *own, thr, np.zeros((ctl[NBLK] + 1, RB)), *_members(levels, thr, par.pl))
-        self.cnt = np.zeros(CNT_HEAD + nl, dtype=np.int64)
+        self.cnt = np.zeros(CNT_HEAD + 2 * nl, dtype=np.int64)
         self.out = np.zeros(4)
         # a hierarchy refresh() knows: serial, no aggregate spanning ranks, nothing replicated
         self.serial_hierarchy = not any(lev.next.share is not None
@@ -307,7 +307,9 @@ class CompiledSolve:
         st.compiled += int(cnt[REDUCTIONS])
         st.seconds += float(cnt[REDUCE_NS]) * 1e-9
         pl = self.par.pl
+        nl = len(amg.levels)
         for i, lev in enumerate(amg.levels):
+            lev.visits += int(cnt[CNT_HEAD + nl + i])
             k = int(cnt[CNT_HEAD + i])
             lev.calls += k
             lev.compiled_calls += k

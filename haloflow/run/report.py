@@ -202,7 +202,8 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         "u_iters": float(np.mean(arr[first:, 2 + ncomp])) if len(arr) else 0.0}, {
         "first_step_s": loop.first_s if loop.steps else 0.0,
         "case": {"name": case.name, "threads": run.threads, "halo": case.parallel.halo,
-                 "decomposition": case.parallel.decomposition},
+                 "decomposition": case.parallel.decomposition,
+                 "agglomerate": case.solver.pressure.agglomerate},
         "mesh": {"cells": int(run.lmesh.n_cells_global),
                  "dims": ncomp},  # 2 for one-cell-thick cases with empty front and back
         "machine": {**profiling.machine(), "mpi_call_s": mpi_call_s,

@@ -121,6 +121,40 @@ def halo_of_grid(cells: int, ranks: int, dims: int) -> Halo:
                 np.concatenate(dst).astype(np.int64), np.concatenate(cnt), exact=False)
 
 
+def merged(halo: Halo, lead: np.ndarray) -> Halo:
+    """The halo of a level whose ranks hand their rows to ``lead`` (each rank's leader,
+    :mod:`haloflow.linalg.agglomerate`): the parts of the same leader as one."""
+    P = halo.ranks
+    if np.array_equal(lead, np.arange(P)):
+        return halo
+    s, d = lead[halo.src], lead[halo.dst]
+    keep = s != d
+    pair, inv = np.unique(s[keep] * P + d[keep], return_inverse=True)
+    count = np.bincount(inv, weights=halo.count[keep], minlength=len(pair))
+    return Halo(P, np.bincount(lead, weights=halo.cells, minlength=P).astype(np.int64),
+                pair // P, pair % P, np.rint(count).astype(np.int64), halo.exact)
+
+
+def level_leaders(w: Workload, P: int, per_node: int) -> list[np.ndarray]:
+    """Each distributed coarse level's leaders on ``P`` ranks filling nodes of
+    ``per_node`` in order: who holds every rank's rows of it (itself unless the level is
+    agglomerated, ``Workload.agglomerate``)."""
+    from ..linalg.agglomerate import plan
+
+    return plan([int(r) for r, *_ in w.levels], np.arange(P) // max(per_node, 1),
+                w.agglomerate)
+
+
+def handovers(lead: np.ndarray, above: np.ndarray) -> np.ndarray:
+    """Per rank, the messages it sends at each visit to a level of leaders ``lead``
+    whose parent level has leaders ``above``: a rank that held rows above and hands them
+    to another sends its partial restriction (one), a leader sends each such rank its
+    correction back (one each)."""
+    P = len(lead)
+    child = (above == np.arange(P)) & (lead != np.arange(P))
+    return child.astype(np.float64) + np.bincount(lead[child], minlength=P)
+
+
 # -- the profile, reduced to what the model needs ----------------------------------------------
 
 @dataclass
@@ -133,7 +167,7 @@ class Workload:
     serial_s: float  # of which the AMG levels every rank solves whole (redundantly)
     exchanges: float  # halo exchange calls per step on the mesh
     fields_per_exchange: float
-    levels: list  # distributed AMG levels: (rows, exchange calls per step)
+    levels: list  # distributed AMG levels: (rows, exchange calls per step, visits per step)
     allreduces: float  # of which compiled_allreduces come from compiled code
     gathers: float  # allgathers of the redundant level's right-hand side per step
     gathered_rows: int  # its rows
@@ -149,6 +183,10 @@ class Workload:
     # allreduces (profile ``counts.phases``), and the iterations they made (``per_step``)
     split: dict = field(default_factory=dict)
     iters: dict = field(default_factory=dict)
+    # seconds per step of each distributed coarse level's work (part of compute_s), and the
+    # rows per rank below which a coarse level moves onto fewer ranks (linalg.agglomerate)
+    level_work: list = field(default_factory=list)
+    agglomerate: int = 0
 
     @classmethod
     def from_profile(cls, prof: dict, path: str = "profile.json") -> Workload:
@@ -166,7 +204,9 @@ class Workload:
             serial = gathered["max"] / steps
             amg = prof.get("amg", {})
             coarse = [lv for lv in amg.get("levels", []) if lv["distributed"] and lv["index"] > 0]
-            levels = [(lv["rows"], lv["exchanges"] / steps) for lv in coarse]
+            # visits: older profiles did not count them (a cycle makes about two exchanges)
+            levels = [(lv["rows"], lv["exchanges"] / steps,
+                       lv.get("visits", lv["exchanges"] / 2) / steps) for lv in coarse]
             ps = prof["per_step"]
             # the per-call floor is Python's: calls made from compiled code do not pay it
             python_calls = (ps["halo_exchanges"] - ps.get("compiled_exchanges", 0.0)
@@ -174,7 +214,7 @@ class Workload:
                             + (0.0 if ranks > 1 else sum(
                                 lv["exchanges"] - lv.get("compiled_exchanges", 0)
                                 for lv in coarse) / steps))
-            coarse_calls = sum(c for _, c in levels) * steps
+            coarse_calls = sum(c for _, c, _ in levels) * steps
             split = {}
             for name, c in prof.get("counts", {}).get("phases", {}).items():
                 # the distributed coarse levels' exchanges (one field each) are the
@@ -205,9 +245,28 @@ class Workload:
                 threads=int(prof.get("case", {}).get("threads", 1)),
                 measured={"ranks": ranks, "s_per_step": prof["s_per_step"]},
                 amg_levels=len(amg.get("levels", [])), split=split,
-                iters={k: float(ps.get(k, 0.0)) for k in ("p_iters", "u_iters")})
+                iters={k: float(ps.get(k, 0.0)) for k in ("p_iters", "u_iters")},
+                level_work=_level_work(prof, coarse, split, steps, serial),
+                agglomerate=int(prof.get("case", {}).get("agglomerate", 0)))
         except (KeyError, TypeError, IndexError) as e:
             raise ModelError(f"{path}: not a haloflow profile (missing {e})") from None
+
+
+def _level_work(prof: dict, coarse: list, split: dict, steps: int,
+                serial: float) -> list[float]:
+    """Seconds per step (as on one rank) of each distributed coarse level's work: the
+    pressure solve's time shared among its levels by entries times exchanges (a sweep or
+    product over a level's entries follows each exchange), the top level counted by the
+    solve's mesh exchanges.  Zero where the profile lacks the entry counts."""
+    levels = prof.get("amg", {}).get("levels", [])
+    solve = max(prof["phases"].get("solve_p", {}).get("mean", 0.0) / steps - serial, 0.0) \
+        * int(prof["ranks"])
+    if not levels or "nnz" not in levels[0] or not solve:
+        return [0.0] * len(coarse)
+    units = [lv["nnz"] * lv["exchanges"] / steps for lv in coarse]
+    top = levels[0]["nnz"] * split.get("solve_p", {}).get("exchanges", 0.0)
+    total = top + sum(units)
+    return [solve * u / total if total else 0.0 for u in units]
 
 
 # -- the prediction -----------------------------------------------------------------------------
@@ -266,37 +325,47 @@ def exchange_parts(w: Workload, iters: dict | None = None) -> list[tuple]:
         calls += (k - 1.0) * part.get("exchanges", 0.0)
         fields += (k - 1.0) * part.get("fields", 0.0)
     parts = [("mesh", calls, fields / calls if calls else 1.0, 1.0)]
-    for rows, c in w.levels:  # coarse levels: aggregates shrink the interfaces too
+    for rows, c, _ in w.levels:  # coarse levels: aggregates shrink the interfaces too
         parts.append((int(rows), c * r["solve_p"], 1.0,
                       (rows / w.cells) ** ((w.dims - 1) / w.dims)))
     return parts
 
 
-def counts(w: Workload, halo: Halo, iters: dict | None = None) -> dict:
-    """What the busiest rank sends and reduces per step on the ranks of ``halo``: halo
-    exchanges (the mesh's and, on more than one rank, the distributed AMG levels'), messages
-    (one per neighbour and exchange), bytes (8 per value of every field exchanged, coarse
-    levels' messages shrunk as in the halo term), allreduces and allgathers (the redundant
-    AMG level's right-hand side per visit, its coefficients per refresh); each the most over
-    the ranks.  At the profile's iterations, or at ``iters`` (see ``exchange_parts``).
-    ``level_ranks``: the ranks each AMG level is solved on: every distributed level is split
-    over all ranks, and every rank holds and solves the replicated ones whole."""
+def counts(w: Workload, halo: Halo, iters: dict | None = None,
+           per_node: int | None = None) -> dict:
+    """What the busiest rank sends and reduces per step on the ranks of ``halo`` (nodes of
+    ``per_node`` ranks; None: one node): halo exchanges (the mesh's and, on more than one
+    rank, the distributed AMG levels'), messages (one per neighbour and exchange, on each
+    level's own halo), bytes (8 per value of every field exchanged, coarse levels' messages
+    shrunk as in the halo term), allreduces and allgathers (the redundant AMG level's
+    right-hand side per visit, its coefficients per refresh); each the most over the ranks.
+    ``handovers_per_step``: the messages that move agglomerated levels' rows to their
+    leaders and back (``handovers``).  At the profile's iterations, or at ``iters`` (see
+    ``exchange_parts``).  ``level_ranks``: the ranks holding rows of each AMG level (every
+    rank holds the replicated ones whole)."""
     P = halo.ranks
     r = _ratios(w, iters)
     parts = exchange_parts(w, iters)[: 1 if P == 1 else None]  # one rank: no coarse halos
-    neighbours = np.bincount(halo.src, minlength=P)
-    msgs, nbytes = np.zeros(P), np.zeros(P)
-    for _, calls, fields, scale in parts:
-        msgs += calls * neighbours
-        nbytes += calls * np.bincount(halo.src, weights=8.0 * fields * np.maximum(
-            halo.count * scale, 1.0), minlength=P)
+    leads = level_leaders(w, P, per_node or P) if P > 1 else []
+    halos = [halo] + [merged(halo, lead) for lead in leads]
+    msgs, nbytes, hand = np.zeros(P), np.zeros(P), np.zeros(P)
+    for (_, calls, fields, scale), h in zip(parts, halos, strict=True):
+        msgs += calls * np.bincount(h.src, minlength=P)
+        nbytes += calls * np.bincount(h.src, weights=8.0 * fields * np.maximum(
+            h.count * scale, 1.0), minlength=P)
+    above = np.arange(P)
+    for lead, (_, _, visits) in zip(leads, w.levels, strict=False):
+        hand += visits * r["solve_p"] * handovers(lead, above)
+        above = lead
     reduces = w.allreduces + sum((k - 1.0) * w.split.get(ph, {}).get("allreduces", 0.0)
                                  for ph, k in r.items())
+    held = [P] + [int(len(np.unique(lead))) for lead in leads]
     return {"exchanges_per_step": float(sum(p[1] for p in parts)),
             "messages_per_step": float(msgs.max()), "bytes_per_step": float(nbytes.max()),
             "allreduces_per_step": float(reduces),
             "gathers_per_step": float(w.gathers * r["solve_p"] + w.refreshes),
-            "level_ranks": [P] * w.amg_levels}
+            "handovers_per_step": float(hand.max()),
+            "level_ranks": (held + [P] * w.amg_levels)[: w.amg_levels]}
 
 
 def _stages(n: int) -> int:
@@ -338,16 +407,22 @@ class Layout:
         return max(self.threads or w.threads, 1)
 
 
-def compute_s(w: Workload, largest: float, P: int, layout: Layout) -> float:
+def compute_s(w: Workload, largest: float, P: int, layout: Layout,
+              coarse: tuple = ()) -> float:
     """The busiest rank's computation: its share of the work (threads beyond the profiled
-    run's dividing it ideally), the part every rank repeats, on the target's cores."""
+    run's dividing it ideally), the part every rank repeats, on the target's cores.
+    ``coarse``: per distributed coarse level, the largest share of its rows one rank holds
+    (agglomerated levels sit on fewer ranks; else ``largest / cells``)."""
     from .node import Node
 
     node = layout.node or Node()
     per_node = layout.per_node(w)
     threads = layout.threads_of(w)
     fixed = w.serial_s + w.floor_s  # what more ranks do not shrink
-    share = (w.compute_s - fixed) * largest / w.cells * w.threads / threads
+    levels = list(w.level_work) if coarse else []
+    spread = sum(levels)
+    share = (w.compute_s - fixed - spread) * largest / w.cells * w.threads / threads
+    share += sum(t * f for t, f in zip(levels, coarse, strict=False)) * w.threads / threads
     busy = min(P, per_node) * threads  # cores of the fullest node at work
     return node.compute_s(share, largest, busy) + node.compute_s(fixed, 0.0, busy)
 
@@ -361,33 +436,40 @@ def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node) -> 
     per_node = layout.per_node(w)
     nodes = -(-P // per_node)
     speed = layout.node.cpu_speed if layout.node is not None else 1.0
-    compute = compute_s(w, float(halo.cells.max()), P, layout)
     if P == 1:
-        return Prediction(net.name, 1, 1, w.cells, compute, 0.0, 0.0, 0.0,
-                          counts=counts(w, halo))
+        return Prediction(net.name, 1, 1, w.cells, compute_s(w, w.cells, 1, layout), 0.0,
+                          0.0, 0.0, counts=counts(w, halo))
+    leads = level_leaders(w, P, per_node)
+    halos = [halo] + [merged(halo, lead) for lead in leads]
+    coarse = tuple(float(h.cells.max()) / w.cells for h in halos[1:])
+    compute = compute_s(w, float(halo.cells.max()), P, layout, coarse)
     call_s = w.mpi_call_s / speed  # the Python layer's cost of an MPI call runs on the CPU
 
-    # one exchange: every rank sends its messages one after another; the slowest rank counts
-    same = (halo.src // per_node) == (halo.dst // per_node)
-
-    def exchange_s(scale: float, fields: float) -> tuple[float, float]:
-        nbytes = 8.0 * fields * np.maximum(halo.count * scale, 1.0)
+    def exchange_s(h: Halo, scale: float, fields: float) -> tuple[float, float]:
+        """One exchange: every rank sends its messages one after another; the slowest
+        rank counts."""
+        same = (h.src // per_node) == (h.dst // per_node)
+        nbytes = 8.0 * fields * np.maximum(h.count * scale, 1.0)
         t = np.zeros(P)
         for link, sel in ((shm, same), (net, ~same)):
-            src = halo.src[sel]
+            src = h.src[sel]
             k = np.bincount(src, minlength=P)
             t += np.bincount(src, weights=link.time(nbytes[sel]), minlength=P) \
                 - np.maximum(k - 1, 0) * link.pipelined
         cpu = np.where(same, shm.cpu(nbytes), net.cpu(nbytes))
         busiest = int(np.argmax(t))
-        return float(t[busiest]), float(cpu[halo.src == busiest].sum())
+        return float(t[busiest]), float(cpu[h.src == busiest].sum())
 
     halo_s = stack_s = 0.0
     parts = []
-    for label, calls, fields, scale in exchange_parts(w):
-        t, c = exchange_s(scale, fields)
+    for (label, calls, fields, scale), h in zip(exchange_parts(w), halos, strict=True):
+        t, c = exchange_s(h, scale, fields)
         halo_s, stack_s = halo_s + calls * t, stack_s + calls * c
         parts.append((label, calls * t))
+    hand = handover_s(w, leads, halo.cells, per_node, net, shm)
+    if hand:
+        halo_s += hand
+        parts.append(("handovers", hand))
 
     reduce_s = w.allreduces * reduce_one_s(P, nodes, per_node, net, shm) \
         + (w.allreduces - w.compiled_allreduces) * call_s
@@ -398,7 +480,27 @@ def predict(w: Workload, halo: Halo, net: Curve, shm: Curve, cores_per_node) -> 
         + w.refreshes * allgather_s(8 * w.gathered_nnz, P, nodes, per_node, net, shm, call_s)
     messages = int(np.bincount(halo.src, minlength=P).max()) if len(halo.src) else 0
     return Prediction(net.name, P, nodes, w.cells / P, compute, halo_s, reduce_s, gather_s,
-                      stack_s, tuple(parts), messages, counts(w, halo))
+                      stack_s, tuple(parts), messages, counts(w, halo, per_node=per_node))
+
+
+def handover_s(w: Workload, leads: list, cells: np.ndarray, per_node: int, net: Curve,
+               shm: Curve) -> float:
+    """Seconds per step the busiest leader spends taking its ranks' partial restrictions
+    into an agglomerated level and sending their corrections back, at every visit: one
+    message each way per rank handing over (its share of the level's rows), within the
+    node on shared memory."""
+    P, total = len(cells), float(cells.sum())
+    above, out = np.arange(P), 0.0
+    for lead, (rows, _, visits) in zip(leads, w.levels, strict=False):
+        child = np.flatnonzero((above == np.arange(P)) & (lead != np.arange(P)))
+        if len(child):
+            group = np.bincount(above, weights=cells, minlength=P)  # cells behind each
+            nbytes = 8.0 * rows * group[child] / total
+            same = child // per_node == lead[child] // per_node
+            t = np.where(same, shm.time(nbytes), net.time(nbytes))
+            out += visits * 2.0 * float(np.bincount(lead[child], weights=t, minlength=P).max())
+        above = lead
+    return out
 
 
 def sweep(w: Workload, halos: dict, net: Curve, shm: Curve, cores_per_node) -> list:

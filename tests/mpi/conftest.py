@@ -104,8 +104,9 @@ def mpirun():
     (fails under CI)."""
     exe = require_mpiexec()
 
-    def run(n: int, script: Path | str, *args: str, timeout: float = 120):
-        return run_mpi(exe, n, script, *args, timeout=timeout)
+    def run(n: int, script: Path | str, *args: str, timeout: float = 120,
+            env: dict[str, str] | None = None):
+        return run_mpi(exe, n, script, *args, timeout=timeout, env=env)
 
     return run
 
@@ -114,8 +115,8 @@ def mpirun():
 def haloflow_mpi(mpirun):
     """``haloflow_mpi(n, "run", ...)``: the haloflow command on ``n`` ranks."""
 
-    def run(n: int, *args: str, timeout: float = 120):
-        return mpirun(n, "-m", "haloflow", *args, timeout=timeout)
+    def run(n: int, *args: str, timeout: float = 120, env: dict[str, str] | None = None):
+        return mpirun(n, "-m", "haloflow", *args, timeout=timeout, env=env)
 
     return run
 

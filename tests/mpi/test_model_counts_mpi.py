@@ -4,7 +4,9 @@ A 3D cavity of 12^3 cells runs 3 steps on 1 rank (the calibration) and on 4, 8 a
 (oversubscribed here: timings ignored).  For each rank count the busiest rank's halo
 exchanges, messages, bytes, allreduces and allgathers per step in the run's profile.json
 (``counts.busiest``) must equal the model's (``study.model.counts``: the 1-rank profile on the
-real partition at that rank count, as ``haloflow predict`` builds it) within 5 %.
+real partition at that rank count, as ``haloflow predict`` builds it) within 5 %; so must
+the 16-rank run's with its coarse level agglomerated onto 4 ranks, and the ranks each
+level sits on.
 
 Iterations: the pressure solve's iterations change by a few per step with the rank count
 (summation order).  The model scales the pressure and momentum solves' share of its counts
@@ -16,6 +18,7 @@ that depends on the iterations is compared at the same iterations, the rest as i
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -27,18 +30,21 @@ CASE = ["--set", "mesh.cells=[12,12,12]", "--set", "boundary.front.type=wall",
         "--set", "postprocess.cavity=false", "--steps", "3", "--quiet"]
 RANKS = (4, 8, 16)
 KEYS = ("exchanges", "messages", "bytes", "allreduces", "gathers")
+AGGLOMERATE = 100  # rows per rank: the 432-row coarse level on 4 of 16 ranks
 
 
-def _run(haloflow_mpi, n, outdir) -> dict:
-    res = haloflow_mpi(n, "run", "cavity", "-o", str(outdir), *CASE, timeout=240)
+def _run(haloflow_mpi, n, outdir, *extra) -> dict:
+    res = haloflow_mpi(n, "run", "cavity", "-o", str(outdir), *CASE, *extra, timeout=240)
     assert res.returncode == 0, f"--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}"
     return json.loads((outdir / "profile.json").read_text())
 
 
 def compare(w: M.Workload, halo: M.Halo, prof: dict) -> dict:
-    """``{key: (measured, modelled)}`` per step for the busiest rank of ``prof``."""
+    """``{key: (measured, modelled)}`` per step for the busiest rank of ``prof`` (one node:
+    the oversubscribed run's)."""
     ps = prof["per_step"]
-    got = M.counts(w, halo, {"p_iters": ps["p_iters"], "u_iters": ps["u_iters"]})
+    got = M.counts(w, halo, {"p_iters": ps["p_iters"], "u_iters": ps["u_iters"]},
+                   per_node=halo.ranks)
     return {k: (prof["counts"]["busiest"][k], got[f"{k}_per_step"]) for k in KEYS}
 
 
@@ -66,4 +72,15 @@ def test_model_counts_equal_the_profiles_on_4_8_16_ranks(haloflow_mpi, tmp_path)
             print(f"{n} ranks {k}: measured {meas:.1f}, model {model:.1f}")
             if abs(model - meas) > 0.05 * meas:
                 bad.append(f"{n} ranks, {k} per step: measured {meas:.1f}, model {model:.1f}")
+    # the coarse level on 4 of 16 ranks (``solver.pressure.agglomerate``): the model's
+    # leaders and their merged halos count what the run sends
+    prof = _run(haloflow_mpi, 16, tmp_path / "agglomerated", "--set",
+                f"solver.pressure.agglomerate={AGGLOMERATE}")
+    wa = replace(w, agglomerate=AGGLOMERATE)
+    modelled = M.counts(wa, hs[16], per_node=16)["level_ranks"]
+    assert [lv["ranks"] for lv in prof["amg"]["levels"]] == modelled == [16, 4, 16]
+    for k, (meas, model) in compare(wa, hs[16], prof).items():
+        print(f"16 ranks, agglomerated, {k}: measured {meas:.1f}, model {model:.1f}")
+        if abs(model - meas) > 0.05 * meas:
+            bad.append(f"16 ranks agglomerated, {k}: measured {meas:.1f}, model {model:.1f}")
     assert not bad, "; ".join(bad)
