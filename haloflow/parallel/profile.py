@@ -156,8 +156,10 @@ def _spread(values) -> dict:
 
 def counts(records: list[dict], steps: int, amg: dict | None) -> dict:
     """Per rank and step: halo exchanges (every exchanger's: the mesh's and the distributed
-    AMG levels'), messages and bytes sent, allreduces and allgathers (the redundant AMG
-    level's right-hand side per visit and coefficients per refresh: the same on every rank);
+    AMG levels'), messages and bytes sent (``transfers``: the AMG's other messages, partial
+    restrictions and corrections of aggregates held elsewhere), allreduces and allgathers
+    (the redundant AMG level's right-hand side per visit and coefficients per refresh: the
+    same on every rank);
     ``busiest``: the most of each over the ranks; ``phases``: the means over ranks of what
     the pressure and momentum solves made of them (``COUNTED_PHASES``)."""
     n = max(steps, 1)
@@ -167,7 +169,9 @@ def counts(records: list[dict], steps: int, amg: dict | None) -> dict:
         "messages": [r["halo"]["messages"] / n for r in records],
         "bytes": [r["halo"]["bytes"] / n for r in records],
         "allreduces": [r["allreduce"]["calls"] / n for r in records],
-        "gathers": [gathers] * len(records)}
+        "gathers": [gathers] * len(records),
+        # the AMG's point-to-point transfers into coarse levels (not halo exchanges)
+        "transfers": [r.get("transfers", 0) / n for r in records]}
     phases = {}
     for name in COUNTED_PHASES:
         got = [r["phases"].get(name, {}).get("counts") for r in records]

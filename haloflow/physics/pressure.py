@@ -430,6 +430,12 @@ class Pressure:
 
             raise UserError(f"solver.backend = {device.name!r} solves the pressure by amg-cg "
                             f"only so far (solver.pressure.method = {settings.method!r})")
+        if device is not None and settings.agglomerate:
+            from ..mpiutil import UserError
+
+            raise UserError(f"solver.backend = {device.name!r} keeps every AMG level on every "
+                            "rank so far: solver.pressure.agglomerate must be 0, not "
+                            f"{settings.agglomerate}")
         self.phiH = np.zeros(nf)
         self.g = np.zeros(nf)
         self.phiH0 = np.zeros(nf) if nonorth else None

@@ -185,6 +185,9 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         record = profiling.since(record, loop.first_record)
         amg_info = profiling.amg_since(amg_info, loop.first_amg)
         prof_steps, first = loop.steps - 1, 1
+    # messages of the AMG's transfers (aggregates spanning ranks, agglomerated levels)
+    record["transfers"] = sum(lv.get("transfer_messages", 0)
+                              for lv in amg_info["levels"]) if amg_info else 0
     records = comm.gather(record, root=0)
     halo_stats = comm.gather(run.ex.stats.as_dict(), root=0)
     rss = comm.gather((run.rss_base, memory.peak_rss_bytes(), run.lmesh.n_owned), root=0)

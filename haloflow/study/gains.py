@@ -16,6 +16,10 @@ curve:
   the parts, RCB's exact cuts run through planes and form staircases, so parts touch more
   neighbours and every exchange sends more messages; ``rcb-planes`` (cuts between planes,
   parts up to a plane larger) is priced on the same mesh.
+- **agglomeration**: coarse AMG levels with few rows per rank moved onto fewer ranks
+  (``[solver.pressure] agglomerate``, ``linalg/agglomerate.py``): fewer messages per
+  exchange on those levels, against the leaders' larger share of their work and the
+  handovers; every threshold of ``AGGLOMERATE`` is priced and the best one named.
 - **threads**: the same cores as fewer ranks of more threads each: fewer, larger messages
   and fewer stages in every reduction, at the threads' efficiency (the profiled run's
   utilisation when it ran threads; else the value given, ideal by default, and the output
@@ -31,6 +35,7 @@ import numpy as np
 from . import model as M
 
 THREADS = (1, 2, 4, 8, 16, 32)
+AGGLOMERATE = (0, 50, 100, 200, 400, 800, 1600, 3200)  # rows per rank (0: off)
 
 
 def one_thread(w: M.Workload, efficiency: float) -> M.Workload:
@@ -132,6 +137,10 @@ def gains(w: M.Workload, hs: dict, placed: dict, net: M.Curve, shm: M.Curve, lay
             options[t] = M.predict(threaded(w1, t, thread_efficiency), hs[r], net, shm,
                                    lt).step_s
         row["threads_step_s"] = options
+        row["agglomerate"] = w.agglomerate
+        row["agglomerate_step_s"] = {
+            a: M.predict(replace(w, agglomerate=a), hs[p], net, shm, lay).step_s
+            for a in AGGLOMERATE} if w.levels else {}
         rows.append(row)
     return rows
 
@@ -151,12 +160,26 @@ def _pct(new: float, old: float) -> str:
     return f"{100.0 * (new / old - 1.0):+6.1f}%"
 
 
+def best_agglomerate(row: dict) -> int | None:
+    """The agglomeration threshold with the smallest predicted step in a ``gains`` row."""
+    opts = row.get("agglomerate_step_s") or {}
+    return min(opts, key=lambda a: (opts[a], a)) if opts else None
+
+
+def _agglomerate(row: dict) -> str:
+    a = best_agglomerate(row)
+    if a is None:
+        return "-"
+    return f"{a}: {_pct(row['agglomerate_step_s'][a], row['step_s'])}"
+
+
 def table(rows: list[dict], network: str, efficiency_note: str) -> list[str]:
     """What would pay, per rank count: the changes in the predicted step (placement: the
     two-level decomposition against METIS placed in blocks, both by METIS)."""
     lines = [f"what would pay on {network} (same cores; threads: {efficiency_note})",
              f"{'ranks':>6} {'nodes':>5} {'s/step':>10} {'balanced':>9} {'placement':>9} "
-             f"{'cross-node cells':>17} {'rcb-planes':>11} {'best threads':>13}"]
+             f"{'cross-node cells':>17} {'rcb-planes':>11} {'best threads':>13} "
+             f"{'agglomerate':>15}"]
     for r in rows:
         place = cross = "-"
         planes = _pct(r["planes_step_s"], r["step_s"]) if "planes_step_s" in r else "-"
@@ -168,5 +191,5 @@ def table(rows: list[dict], network: str, efficiency_note: str) -> list[str]:
         thr = f"{best}: {_pct(opts[best], r['step_s'])}" if opts else "-"
         lines.append(f"{r['ranks']:6d} {r['nodes']:5d} {r['step_s']:10.4g} "
                      f"{_pct(r['balanced_step_s'], r['step_s']):>9} {place:>9} {cross:>17} "
-                     f"{planes:>11} {thr:>13}")
+                     f"{planes:>11} {thr:>13} {_agglomerate(r):>15}")
     return lines

@@ -10,6 +10,7 @@ import os
 import platform
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +84,10 @@ def add_parser(sub) -> None:
                    help="parallel efficiency of a rank's threads for the 'what would pay' "
                         "table (speedup T x E on T threads; default: the profiled run's "
                         "utilisation when it ran threads, else 1)")
+    p.add_argument("--agglomerate", type=int, metavar="ROWS",
+                   help="price the run with [solver.pressure] agglomerate = ROWS (coarse "
+                   "AMG levels below ROWS rows per rank on fewer ranks); default: the "
+                   "profiled run's")
     p.add_argument("--shm", type=Path, metavar="FILE.out",
                    help="shared-memory curve for messages within a node (default: measured "
                         "here once and cached)")
@@ -371,6 +376,11 @@ def _main(args) -> int:
         raise M.ModelError("--profile RUN/profile.json is required (but with --engine "
                            "simgrid --trace DIR)")
     prof, w = load_profile(args.profile)
+    if args.agglomerate is not None:
+        if not 0 <= args.agglomerate <= 10**9:
+            raise M.ModelError(f"--agglomerate {args.agglomerate}: expected rows per rank "
+                               "from 0 (off) to 1e9")
+        w = replace(w, agglomerate=int(args.agglomerate))
     eff, eff_note = thread_efficiency(args, prof, w)
     nets = [None if n == "shm" else M.network(n) for n in names]
     shm = shm_curve(args.shm)
