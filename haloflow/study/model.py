@@ -145,6 +145,12 @@ def level_leaders(w: Workload, P: int, per_node: int) -> list[np.ndarray]:
                 w.agglomerate)
 
 
+def visits_of(level: tuple) -> float:
+    """Visits per step of a ``Workload.levels`` entry (rows, exchanges, visits); entries
+    without them: a cycle makes about two exchanges a visit."""
+    return float(level[2]) if len(level) > 2 else float(level[1]) / 2
+
+
 def handovers(lead: np.ndarray, above: np.ndarray) -> np.ndarray:
     """Per rank, the messages it sends at each visit to a level of leaders ``lead``
     whose parent level has leaders ``above``: a rank that held rows above and hands them
@@ -214,7 +220,7 @@ class Workload:
                             + (0.0 if ranks > 1 else sum(
                                 lv["exchanges"] - lv.get("compiled_exchanges", 0)
                                 for lv in coarse) / steps))
-            coarse_calls = sum(c for _, c, _ in levels) * steps
+            coarse_calls = sum(lv[1] for lv in levels) * steps
             split = {}
             for name, c in prof.get("counts", {}).get("phases", {}).items():
                 # the distributed coarse levels' exchanges (one field each) are the
@@ -325,7 +331,7 @@ def exchange_parts(w: Workload, iters: dict | None = None) -> list[tuple]:
         calls += (k - 1.0) * part.get("exchanges", 0.0)
         fields += (k - 1.0) * part.get("fields", 0.0)
     parts = [("mesh", calls, fields / calls if calls else 1.0, 1.0)]
-    for rows, c, _ in w.levels:  # coarse levels: aggregates shrink the interfaces too
+    for rows, c, *_ in w.levels:  # coarse levels: aggregates shrink the interfaces too
         parts.append((int(rows), c * r["solve_p"], 1.0,
                       (rows / w.cells) ** ((w.dims - 1) / w.dims)))
     return parts
@@ -354,8 +360,8 @@ def counts(w: Workload, halo: Halo, iters: dict | None = None,
         nbytes += calls * np.bincount(h.src, weights=8.0 * fields * np.maximum(
             h.count * scale, 1.0), minlength=P)
     above = np.arange(P)
-    for lead, (_, _, visits) in zip(leads, w.levels, strict=False):
-        hand += visits * r["solve_p"] * handovers(lead, above)
+    for lead, level in zip(leads, w.levels, strict=False):
+        hand += visits_of(level) * r["solve_p"] * handovers(lead, above)
         above = lead
     reduces = w.allreduces + sum((k - 1.0) * w.split.get(ph, {}).get("allreduces", 0.0)
                                  for ph, k in r.items())
@@ -491,7 +497,8 @@ def handover_s(w: Workload, leads: list, cells: np.ndarray, per_node: int, net: 
     node on shared memory."""
     P, total = len(cells), float(cells.sum())
     above, out = np.arange(P), 0.0
-    for lead, (rows, _, visits) in zip(leads, w.levels, strict=False):
+    for lead, level in zip(leads, w.levels, strict=False):
+        rows, visits = level[0], visits_of(level)
         child = np.flatnonzero((above == np.arange(P)) & (lead != np.arange(P)))
         if len(child):
             group = np.bincount(above, weights=cells, minlength=P)  # cells behind each

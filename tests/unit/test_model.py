@@ -430,7 +430,7 @@ def test_counts_are_the_busiest_ranks_and_scale_with_the_iterations():
     assert c == {"exchanges_per_step": 120.0, "messages_per_step": 2 * 120.0,
                  "bytes_per_step": pytest.approx(8 * 40 * fields + coarse, rel=1e-12),
                  "allreduces_per_step": 50.0, "gathers_per_step": 11.0,
-                 "level_ranks": [3, 3]}
+                 "handovers_per_step": 0.0, "level_ranks": [3, 3]}
     s = M.counts(w, h, {"p_iters": 12.0, "u_iters": 4.0})  # 1.2 and 0.5 times the profile's
     mesh = 100.0 + 0.2 * 40.0 - 0.5 * 16.0
     assert s["exchanges_per_step"] == pytest.approx(mesh + 1.2 * 20.0, rel=1e-12)

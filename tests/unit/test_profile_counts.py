@@ -43,6 +43,6 @@ def test_phases_count_what_they_send_and_reduce_after_the_first_record():
     c = P.counts([rec, other], 2, {"allgathers": 3, "refreshes": 1})
     assert c["per_rank"]["bytes"] == [96.0, 192.0] and c["busiest"]["bytes"] == 192.0
     assert c["busiest"] == {"exchanges": 4.0, "messages": 8.0, "bytes": 192.0,
-                            "allreduces": 4.0, "gathers": 2.0}
+                            "allreduces": 4.0, "gathers": 2.0, "transfers": 0.0}
     assert c["phases"]["solve_p"] == {"exchanges": 2.0, "fields": 2.0, "messages": 4.0,
                                       "bytes": 32.0, "allreduces": 3.0}
