@@ -37,10 +37,19 @@ from pathlib import Path
 import numpy as np
 from _common import REPO, wait_quiet
 
+from haloflow.study import gains as G
 from haloflow.study import model as M
-from haloflow.study.predict import halos, load_profile, parse_ranks, shm_curve
+from haloflow.study.predict import (
+    load_profile,
+    parse_ranks,
+    partition_halos,
+    run_mesh,
+    shm_curve,
+)
 
-NETWORKS = ("infiniband-fdr", "gige-tcp")
+NETWORKS = ("infiniband-fdr", "infiniband-sdr", "gige-lowlatency", "gige-tcp")
+BOUND_NETWORKS = NETWORKS[:3]  # the bounds tables
+AGGLOMERATED = "(coarse levels agglomerated: best per rank count)"  # a bounds row
 CORES_PER_NODE = 12
 PREDICT_RANKS = "12..3072"
 # what the bounds take away, one after another (each row keeps the previous rows' changes)
@@ -82,11 +91,28 @@ def serial_fraction(prof_path: Path, s_per_step: float) -> dict:
             "coarse_fraction": w.serial_s / s_per_step}
 
 
+def agglomerated_sweep(w: M.Workload, hs: dict, net: M.Curve, shm: M.Curve) -> list:
+    """The prediction at each rank count with the coarse levels agglomerated at the
+    threshold (``gains.AGGLOMERATE``, rows per rank) the model prices best there: what
+    ``[solver.pressure] agglomerate`` chosen per rank count gives."""
+    out = []
+    for p in sorted(hs):
+        opts = [M.predict(replace(w, agglomerate=a), hs[p], net, shm, CORES_PER_NODE)
+                for a in G.AGGLOMERATE]
+        best = min(range(len(opts)), key=lambda k: opts[k].step_s)
+        opts[best].counts["agglomerate"] = G.AGGLOMERATE[best]
+        out.append(opts[best])
+    return out
+
+
 def predicted(w: M.Workload, hs: dict, shm: M.Curve) -> dict:
-    """The predicted curve on each network from the workload and halos by rank count."""
+    """The predicted curve on each network from the workload and halos by rank count, as
+    the run is and (``agglomerated``) with the best agglomeration at each rank count."""
     out = {}
     for name in NETWORKS:
-        s = M.summary(M.sweep(w, hs, M.network(name), shm, CORES_PER_NODE))
+        net = M.network(name)
+        s = M.summary(M.sweep(w, hs, net, shm, CORES_PER_NODE))
+        s["agglomerated"] = M.summary(agglomerated_sweep(w, hs, net, shm))
         rows = s["rows"]
         near = min(rows[1:], key=lambda r: abs(np.log(r["cells_per_rank"] / 2000)))
         before = rows[rows.index(near) - 1]
@@ -100,17 +126,25 @@ def predicted(w: M.Workload, hs: dict, shm: M.Curve) -> dict:
 
 def bounds(w: M.Workload, partitions: dict, net: M.Curve, shm: M.Curve) -> list[dict]:
     """The predicted peak with the ``BOUNDS`` terms taken away in turn, for each partition
-    (name -> halos by rank count).  A coarse level free of exchanges still computes (its
-    work shrinks with the ranks); a redundant solve without its fixed cost is work that
-    shrinks like the rest.  Speedups are against the same 1-rank step in every row."""
+    (name -> halos by rank count), after the run as it is and with the best agglomeration
+    at each rank count.  A coarse level free of exchanges still computes (its work shrinks
+    with the ranks); a redundant solve without its fixed cost is work that shrinks like
+    the rest.  Speedups are against the same 1-rank step in every row."""
     rows = []
     for part, hs in partitions.items():
         changes = {}
-        for label, change in BOUNDS:
-            changes.update(change)
-            s = M.summary(M.sweep(replace(w, **changes), hs, net, shm, CORES_PER_NODE))
+        steps = [(label, change) for label, change in BOUNDS]
+        steps.insert(1, (AGGLOMERATED, None))
+        for label, change in steps:
+            if change is None:
+                s = M.summary(agglomerated_sweep(w, hs, net, shm))
+            else:
+                changes.update(change)
+                s = M.summary(M.sweep(replace(w, **changes), hs, net, shm, CORES_PER_NODE))
             r = next(row for row in s["rows"] if row["ranks"] == s["peak"]["ranks"])
-            rows.append({"partition": part, "removed": label, "peak_speedup": r["speedup"],
+            rows.append({"network": net.name, "partition": part, "removed": label,
+                         "peak_speedup": r["speedup"], "agglomerate": r.get("agglomerate", 0),
+                         "messages_per_step": r["messages_per_step"],
                          "ranks": r["ranks"], "step_s": r["step_s"],
                          "compute_s": r["compute_s"], "halo_s": r["halo_s"],
                          "reduce_s": r["reduce_s"], "gather_s": r["gather_s"],
@@ -119,24 +153,32 @@ def bounds(w: M.Workload, partitions: dict, net: M.Curve, shm: M.Curve) -> list[
     return rows
 
 
-def bounds_of(w: M.Workload, hs: dict, shm: M.Curve) -> list[dict]:
-    """``bounds`` on ``infiniband-fdr``: the case's own partition (``hs``) and an ideal
-    process grid at the same rank counts."""
+def bounds_of(w: M.Workload, hs: dict, shm: M.Curve, planes: dict) -> list[dict]:
+    """``bounds`` on each of ``BOUND_NETWORKS``: the case's own partition (``hs``), the
+    ``rcb-planes`` one (``planes``, where the mesh is at hand) and an ideal process grid at
+    the same rank counts."""
     grid = {p: M.halo_of_grid(w.cells, p, w.dims) for p in hs}
-    return bounds(w, {"case": hs, "ideal grid": grid}, M.network(NETWORKS[0]), shm)
+    parts = {"case": hs, **({"rcb-planes": planes} if planes else {}), "ideal grid": grid}
+    return [row for name in BOUND_NETWORKS
+            for row in bounds(w, parts, M.network(name), shm)]
 
 
 def bounds_table(rows: list[dict]) -> list[str]:
-    """``bounds`` rows as the printed table, one line each."""
-    out = [f"what bounds the {NETWORKS[0]} peak (terms taken away in turn):",
-           f"  {'partition':<11} {'taken away':<44} {'peak':>7} {'ranks':>6} {'ms/step':>8}"
-           f" {'compute':>8} {'halo':>6} {'reduce':>7} {'gather':>7} {'msgs':>5}"]
+    """``bounds`` rows as the printed tables, one per network, one line each."""
+    out = []
     for r in rows:
-        out.append(f"  {r['partition']:<11} {r['removed']:<44} {r['peak_speedup']:6.1f}x "
+        if not out or r["network"] != out[-1][0]:
+            out.append((r["network"], [
+                f"what bounds the {r['network']} peak (terms taken away in turn):",
+                f"  {'partition':<11} {'taken away':<46} {'peak':>7} {'ranks':>6} "
+                f"{'ms/step':>8} {'compute':>8} {'halo':>6} {'reduce':>7} {'gather':>7} "
+                f"{'msgs':>5} {'msgs/step':>9}"]))
+        out[-1][1].append(f"  {r['partition']:<11} {r['removed']:<46} {r['peak_speedup']:6.1f}x "
                    f"{r['ranks']:>6} {1e3 * r['step_s']:8.2f} {1e3 * r['compute_s']:8.2f} "
                    f"{1e3 * r['halo_s']:6.2f} {1e3 * r['reduce_s']:7.2f} "
-                   f"{1e3 * r['gather_s']:7.2f} {r['messages_per_exchange']:>5}")
-    return out
+                   f"{1e3 * r['gather_s']:7.2f} {r['messages_per_exchange']:>5} "
+                   f"{r['messages_per_step']:9.0f}")
+    return [line for _, lines in out for line in lines]
 
 
 def peak_breakdown(s: dict) -> str:
@@ -161,10 +203,11 @@ def plot(pred: dict, bound: list[dict], path: Path) -> None:
         r = np.array([row["ranks"] for row in s["rows"]])
         ax.loglog(r, [row["speedup"] for row in s["rows"]], "o-", label=name)
     for b in bound[1:]:
-        if b["partition"] == "case":
+        if b["partition"] == "case" and b["network"] == NETWORKS[0]:
             x, y = np.array(b["curve"]).T
             what = b["removed"]
             what = f"also without {what[2:]}" if what.startswith("+ ") else f"without {what}"
+            what = "agglomerated" if what == f"without {AGGLOMERATED}" else what
             ax.loglog(x, y, "--", lw=1, label=f"{NETWORKS[0]} {what}")
     ax.loglog(r, r, "k:", label="ideal")
     ax.set_xlabel("ranks (12 per node)")
@@ -201,10 +244,12 @@ def main() -> None:
         prof = calib["out"] / "profile.json"
         frac = serial_fraction(prof, calib["s_per_step"])
         _, w = load_profile(prof)
-        hs = halos(prof, w, [1, *parse_ranks(PREDICT_RANKS)], lambda *a: None)
+        built = run_mesh(prof, w, lambda *a: None)
+        hs = partition_halos(built, w, [1, *parse_ranks(PREDICT_RANKS)], lambda *a: None)
+        planes = {**G.planes_halos(*built, hs), 1: hs[1]} if built is not None else {}
         shm = shm_curve(None)
         pred = predicted(w, hs, shm)
-        bound = bounds_of(w, hs, shm)
+        bound = bounds_of(w, hs, shm, planes)
     doc = {"cells": n ** 3, "steps": a.steps, "repeat": a.repeat, "overrides": a.set,
            "machine": os.uname().nodename, "cpus": os.cpu_count(),
            "measured": {str(p): {"s_per_step_median": med[p],
@@ -229,6 +274,9 @@ def main() -> None:
               f"({s['peak']['cells_per_rank']:.0f} cells/rank); compute per rank at "
               f"{c['cells_per_rank']:.0f} cells/rank {'still shrinks' if c['shrinks'] else 'flat'}")
         print(peak_breakdown(s))
+        agg = s["agglomerated"]
+        print(f"{'':17}agglomerated (best threshold per rank count): peak "
+              f"{agg['peak']['speedup']:.1f}x at {agg['peak']['ranks']} ranks")
     print("\n".join(bounds_table(bound)))
     print(f"wrote {a.o}")
 

@@ -47,22 +47,24 @@ def test_first_row_is_the_plain_prediction(rows):
 
 
 def test_each_row_only_raises_the_peak(rows):
-    assert [r["removed"] for r in rows] == [label for label, _ in scaling.BOUNDS]
+    labels = [label for label, _ in scaling.BOUNDS]
+    assert [r["removed"] for r in rows] == labels[:1] + [scaling.AGGLOMERATED] + labels[1:]
     peaks = [r["peak_speedup"] for r in rows]
     assert peaks == sorted(peaks)
-    assert peaks[1] > 1.2 * peaks[0]  # the coarse levels' exchanges are most of the halo here
+    assert peaks[2] > 1.2 * peaks[0]  # the coarse levels' exchanges are most of the halo here
+    assert rows[1]["agglomerate"] in scaling.G.AGGLOMERATE
 
 
 def test_what_a_row_takes_away_is_gone(rows):
     last = rows[-1]
     assert last["reduce_s"] == 0.0 and last["gather_s"] == 0.0
-    assert rows[2]["gather_s"] == 0.0 and rows[2]["reduce_s"] > 0.0
+    assert rows[3]["gather_s"] == 0.0 and rows[3]["reduce_s"] > 0.0
     # with no coarse level the halo is the mesh's exchanges alone, at the peak's rank count
     w = workload()
-    P = rows[1]["ranks"]
+    P = rows[2]["ranks"]
     alone = M.predict(replace(w, levels=[]), M.halo_of_grid(w.cells, P, w.dims),
                       NET, SHM, scaling.CORES_PER_NODE)
-    assert rows[1]["halo_s"] == pytest.approx(alone.halo_parts[0][1], rel=1e-12)
+    assert rows[2]["halo_s"] == pytest.approx(alone.halo_parts[0][1], rel=1e-12)
 
 
 def test_speedups_share_one_single_rank_step():
