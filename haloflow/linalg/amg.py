@@ -13,6 +13,8 @@ cycles, a preconditioner for FCG or CG.
 - Once a level has fewer than ``GATHER_BELOW`` global rows every rank holds all of it (one
   allgather of the right-hand side per visit) and solves the same serial hierarchy below it,
   ended by a sparse Cholesky (:mod:`.cholesky`): no rank waits for another.
+- ``agglomerate``: a coarse level with fewer rows per rank is owned by fewer ranks
+  (:mod:`.agglomerate`); the others hand their share over by the transfers.
 - Smoother: l1 hybrid Gauss-Seidel, Jacobi across the cut; on the top level the rows next
   to the cut are swept again with fresh ghosts (``RESWEEP``).
 The compiled solve (:mod:`.kcycle`) runs these cycles whole in compiled code; the measured

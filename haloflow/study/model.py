@@ -494,7 +494,7 @@ def handover_s(w: Workload, leads: list, cells: np.ndarray, per_node: int, net: 
     """Seconds per step the busiest leader spends taking its ranks' partial restrictions
     into an agglomerated level and sending their corrections back, at every visit: one
     message each way per rank handing over (its share of the level's rows), within the
-    node on shared memory."""
+    node on shared memory; a leader's messages on one link overlap as an exchange's do."""
     P, total = len(cells), float(cells.sum())
     above, out = np.arange(P), 0.0
     for lead, level in zip(leads, w.levels, strict=False):
@@ -504,8 +504,12 @@ def handover_s(w: Workload, leads: list, cells: np.ndarray, per_node: int, net: 
             group = np.bincount(above, weights=cells, minlength=P)  # cells behind each
             nbytes = 8.0 * rows * group[child] / total
             same = child // per_node == lead[child] // per_node
-            t = np.where(same, shm.time(nbytes), net.time(nbytes))
-            out += visits * 2.0 * float(np.bincount(lead[child], weights=t, minlength=P).max())
+            t = np.zeros(P)
+            for link, sel in ((shm, same), (net, ~same)):
+                k = np.bincount(lead[child[sel]], minlength=P)
+                t += np.bincount(lead[child[sel]], weights=link.time(nbytes[sel]),
+                                 minlength=P) - np.maximum(k - 1, 0) * link.pipelined
+            out += visits * 2.0 * float(t.max())
         above = lead
     return out
 
