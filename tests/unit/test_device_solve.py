@@ -223,6 +223,8 @@ def test_device_solve_equals_the_host_solve_in_the_simulator():
 
 @pytest.mark.parametrize(("case", "args", "said"), [
     ("cavity", ["--set", 'solver.pressure.method="amg-cg1"'], "amg-cg only so far"),
+    ("cavity", ["--set", "solver.pressure.agglomerate=100"],
+     "solver.pressure.agglomerate must be 0, not 100"),
 ])
 def test_what_the_device_solve_cannot_do_yet_is_said_in_one_line(tmp_path, case, args, said):
     cmd = [sys.executable, "-m", "haloflow", "run", case, "--backend", "cuda", "--steps",
