@@ -23,7 +23,7 @@ from haloflow.physics import solver_from_case
 from haloflow.physics.closures.vandriest import damped_delta
 from haloflow.physics.inflow import Inflow, fluctuate, uniform01
 from tests.case_errors import error as case_error
-from tests.pitzdaily_les import CELLS, DICT, TIGHT, coarse_case
+from tests.pitzdaily_les import CELLS, DICT, KEQN_REFERENCE, TIGHT, coarse_case
 
 SELF = MPI.COMM_SELF
 
@@ -155,15 +155,6 @@ def _strain_rate(c, n):
     d = 0.5 * (g + g.transpose(1, 0, 2))
     tr = np.trace(g)
     return np.sqrt(np.maximum(2.0 * ((d * d).sum(axis=(0, 1)) - tr * tr / 3.0), 0.0))
-
-
-# kEqn on the coarse case, 4 steps, every solve to round-off (TIGHT): volume means of k and
-# nut, the largest nut.  From the code of this commit (.venv/bin/python -c "from
-# tests.unit.test_pitzdaily_les import keqn_statistics as f; print(f())"); serial and 3-rank
-# runs agree to 1e-8 (tests/mpi/test_pitzdaily_les_mpi.py), so 1e-6 is round-off's margin.
-# Measured: Ck 1 % high moves them by 1.8-2.0 %, Ce 1 % high by 5e-6 to 1.3e-5, nu 20 % high
-# by 6e-4 to 5e-3: all outside the band.
-KEQN_REFERENCE = (7.270249770058e-04, 2.836826648002e-07, 3.062345302876e-04)
 
 
 def keqn_statistics(folder=None, extra=()):
