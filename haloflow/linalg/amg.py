@@ -532,9 +532,7 @@ class AMG:
         return {"levels": [{"index": i, "rows": int(lev.rows), "distributed": i < fr,
                             "exchanges": int(lev.calls),
                             "compiled_exchanges": int(lev.compiled_calls),
-                            "visits": int(lev.visits), "ranks": self._ranks_of(i),
-                            "nnz": int(len(lev.indices)),
-                            "transfer_messages": int(lev.visits) * self._transfer_peers(i)}
+                            "visits": int(lev.visits), "ranks": self._ranks_of(i)}
                            for i, lev in enumerate(self.levels)],
                 "gathered_rows": int(rd.rows) if rd is not None else 0,
                 "gathered_nnz": int(len(rd.indices)) if rd is not None else 0,
@@ -547,6 +545,12 @@ class AMG:
         if i >= self._redundant_from() or not self.red.parallel:
             return int(self.red.size)
         return int(lev.active) if i else int(self.red.size)
+
+    def rank_profile(self) -> dict:
+        """This rank's own figures per level (``profile`` holds those every rank shares):
+        its matrix entries, and the messages it sends per visit (``_transfer_peers``)."""
+        return {"nnz": [int(len(lev.indices)) for lev in self.levels],
+                "transfer_peers": [self._transfer_peers(i) for i in range(len(self.levels))]}
 
     def _transfer_peers(self, i: int) -> int:
         """Messages this rank sends per visit to level i: partial restrictions to the

@@ -100,7 +100,7 @@ def amg_since(info: dict | None, earlier: dict | None) -> dict | None:
     if not info or not earlier or len(info["levels"]) != len(earlier["levels"]):
         return info
     levels = [{**lv, **{k: lv[k] - e[k] for k in ("exchanges", "compiled_exchanges",
-                                                            "visits", "transfer_messages")
+                                                            "visits")
                         if k in lv and k in e}}
               for lv, e in zip(info["levels"], earlier["levels"], strict=True)]
     counts = {k: info[k] - earlier[k] for k in ("allgathers", "refreshes")

@@ -186,8 +186,13 @@ def finish(run, loop, entries: dict, outdir: Path, log, t_start: float,
         amg_info = profiling.amg_since(amg_info, loop.first_amg)
         prof_steps, first = loop.steps - 1, 1
     # messages of the AMG's transfers (aggregates spanning ranks, agglomerated levels)
-    record["transfers"] = sum(lv.get("transfer_messages", 0)
-                              for lv in amg_info["levels"]) if amg_info else 0
+    own = run.amg.rank_profile() if run.amg else None
+    if own is not None:
+        sent = [lv["visits"] * k for lv, k in zip(amg_info["levels"], own["transfer_peers"],
+                                                   strict=True)]
+        record["transfers"] = sum(sent)
+        for lv, nnz, k in zip(amg_info["levels"], own["nnz"], sent, strict=True):
+            lv["nnz"], lv["transfer_messages"] = nnz, k  # (rank 0's, in profile.json)
     records = comm.gather(record, root=0)
     halo_stats = comm.gather(run.ex.stats.as_dict(), root=0)
     rss = comm.gather((run.rss_base, memory.peak_rss_bytes(), run.lmesh.n_owned), root=0)
