@@ -168,15 +168,15 @@ class PisoSolver:
         return float(s.end_time), float(s.steady_tol)
 
     def _initialise(self, initial, mesh, nu) -> None:
-        """Fields at t = 0 from ``[initial]``; face fluxes interpolated from them (the first
-        pressure correction makes them divergence-free)."""
+        """Fields at t = 0 from ``[initial]``; face fluxes interpolated from them and the
+        boundary velocities (the first pressure correction makes them divergence-free)."""
         init = initial_fields(initial, mesh, nu, self.lm.geometry.cell_centres)
-        if init is None:
-            return
         lm, fc, bc = self.lm, self.fc, self.bc
-        U, p = init
-        self.U[self.comps] = U[self.comps]
-        self.p[:] = p
+        if init is not None:
+            U, p = init
+            self.U[self.comps] = U[self.comps]
+            self.p[:] = p
+        # at rest too: the inlets' fluxes convect into the first step (OpenFOAM's flux(U))
         predicted_fluxes(lm.owner, lm.neighbour, fc.weight, lm.geometry.face_areas, fc.gdiff,
                          self.U, np.zeros(lm.n_cells), bc.u_kind, bc.u_value, bc.p_kind,
                          self.phi, np.zeros(lm.n_faces), 0, lm.n_internal, True)
