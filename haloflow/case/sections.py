@@ -46,6 +46,14 @@ _SECTIONS = ("mesh", "initial", "physics", "boundary", "solver", "parallel", "ou
              "postprocess")
 
 
+def _openfoam_keys() -> dict:
+    """Solver keys that make haloflow discretise as OpenFOAM does where it chooses otherwise
+    (docs/validation.md, the elbow): linear convection all in the matrix (``Gauss linear``,
+    no deferred part), and PISO's (Euler) ``ddtCorr`` in the predicted fluxes."""
+    return {"implicit_convection": _Key(_boolean(), False),
+            "ddt_corr": _Key(_boolean(), False)}
+
+
 @functools.cache
 def _schema() -> dict[str, Any]:
     """Keys, kinds and defaults of every section.  The names of halo strategies, solver
@@ -102,6 +110,7 @@ def _schema() -> dict[str, Any]:
             "residual_norm": _Key(_choice("relative", "normalised"), "relative"),
             "max_iterations": _Key(_integer(1, 10**9), 5000),  # SIMPLE
             "consistent": _Key(_boolean(), False),  # SIMPLEC
+            **_openfoam_keys(),
             "relaxation": {  # SIMPLE
                 "U": _Key(_RELAXATION, 0.7),
                 "p": _Key(_RELAXATION, 0.3),
@@ -417,4 +426,12 @@ def _solver(raw, model: str = "incompressible") -> SimpleNamespace:
         raise KeyProblem(path + ("relaxation", "U"), "solver.relaxation.U: must be below 1 with "
                          "consistent = true (SIMPLEC divides by A - sum|a_nb|, which vanishes "
                          "without relaxation)", also=[path + ("consistent",)])
+    if out.implicit_convection and out.convection != "linear":
+        raise KeyProblem(path + ("implicit_convection",), "solver.implicit_convection: needs "
+                         f'convection = "linear" (not {_fmt(out.convection)})',
+                         also=[path + ("convection",)])
+    if out.ddt_corr and (algorithm != "piso" or out.time_scheme != "euler"):
+        raise KeyProblem(path + ("ddt_corr",), 'solver.ddt_corr: needs algorithm = "piso" and '
+                         f'time_scheme = "euler" (not {_fmt(algorithm)}, '
+                         f"{_fmt(out.time_scheme)})", also=[path + ("time_scheme",)])
     return out

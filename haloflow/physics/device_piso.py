@@ -48,6 +48,8 @@ def unsupported(flow, solver) -> str | None:
         (flow.inflow is not None, "fluctuating inlets"),
         (s.time_scheme != "euler", f"the {s.time_scheme} time scheme"),
         (s.residual_norm != "relative", f"{s.residual_norm} residuals"),
+        (getattr(s, "implicit_convection", False), "implicit convection"),
+        (getattr(s, "ddt_corr", False), "ddt_corr"),
     )
     asked = [what for bad, what in checks if bad]
     return ", ".join(asked) if asked else None

@@ -1,9 +1,10 @@
 """The momentum equation: assembly, the deferred explicit parts, and the predictor.
 
 Convection is implicit upwind with the old face flux plus an explicit correction to linear
-or linear-upwind interpolation; diffusion is the orthogonal part implicit with the
-closure's effective viscosity per face, and its non-orthogonal part deferred.  The time term
-is whatever the time scheme (:mod:`.time`) hands over.  Velocity is stored as ``U[3, n]``
+or linear-upwind interpolation (or on request linear wholly implicit, as OpenFOAM's);
+diffusion is the orthogonal part implicit with the closure's effective viscosity per face,
+and its non-orthogonal part deferred.  The time term is whatever the time scheme
+(:mod:`.time`) hands over.  Velocity is stored as ``U[3, n]``
 so that each component is a contiguous field for the halo exchange.
 """
 
@@ -29,7 +30,7 @@ from .schemes import cubic_source, linear_upwind_source, nonorth_diffusion_sourc
 
 @nb.njit(cache=True)
 def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, uvalue, U,
-                    Uold, linear, comps, diag, lower, upper, b0, sf):
+                    Uold, linear, implicit, comps, diag, lower, upper, b0, sf):
     """Coefficients and right-hand side (without the pressure gradient) in one call:
     implicit upwind convection + orthogonal diffusion + Euler time term, and the time
     term's source, the boundary values and the deferred correction from upwind to linear
@@ -38,7 +39,10 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
     A symmetry face diffuses towards the cell's mirror image (velocity reflected, twice the
     face distance away), whose value lags by a step or iteration: the coefficients are
     those of a cell next to its mirror image, so a half domain converges to the same
-    solution as the full, symmetric one.  ``nu_f``: per face, or one entry for all."""
+    solution as the full, symmetric one.  ``nu_f``: per face, or one entry for all.
+
+    ``implicit``: linear convection in the matrix instead (OpenFOAM's ``Gauss linear``; pass
+    ``linear`` false): a zero-gradient face then puts its flux on the diagonal, in or out."""
     ni = len(neighbour)
     per_face = len(nu_f) > 1
     for c in range(len(vol)):
@@ -46,6 +50,13 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
     for f in range(ni):
         F = phi[f]
         D = nu_f[f if per_face else 0] * gdiff[f]
+        if implicit:
+            w = weight[f]
+            upper[f] = -D + (1.0 - w) * F
+            lower[f] = -D - w * F
+            diag[owner[f]] += D + w * F
+            diag[neighbour[f]] += D - (1.0 - w) * F
+            continue
         upper[f] = -D + min(F, 0.0)
         lower[f] = -D - max(F, 0.0)
         diag[owner[f]] += D + max(F, 0.0)
@@ -90,6 +101,8 @@ def momentum_system(owner, neighbour, weight, phi, gdiff, nu_f, vol, dt, ukind, 
             for j in range(len(comps)):
                 d = comps[j]
                 b0[d, o] += coef * (U[d, o] - 2.0 * un * sf[f, d] / m)
+        elif k != EMPTY and implicit:  # zero gradient: the cell's value, either way
+            diag[o] += phi[f]
         elif k != EMPTY:  # zero gradient: outflow carries the cell value, inflow explicit
             diag[o] += max(phi[f], 0.0)
             if phi[f] < 0.0:
@@ -176,10 +189,10 @@ class Momentum:
     place), and ``stress`` the explicit part of its eddy stress (cell integrals on the owned
     rows), or None in laminar flow.  ``nonorth``: defer the non-orthogonal part of
     diffusion; it, linear-upwind and cubic convection need velocity gradients, whose ghost
-    rows are exchanged."""
+    rows are exchanged.  ``implicit``: linear convection wholly in the matrix."""
 
     def __init__(self, U, ctx: Context, nu_face, many, *, convection: str, settings,
-                 stress=None, device=None):
+                 stress=None, device=None, implicit: bool = False):
         lm = lmesh = ctx.lmesh
         fc, bc, comps, gradient, pattern = ctx.fc, ctx.bc, ctx.comps, ctx.gradient, ctx.pattern
         exchanger, red, workspace, scratch, timers = (ctx.exchanger, ctx.red, ctx.workspace,
@@ -208,7 +221,9 @@ class Momentum:
         self.vol = lm.geometry.cell_volumes
         self.sf = lm.geometry.face_areas
         self.cubic = convection == "cubic"  # linear, and an explicit correction beyond it
-        self.linear = convection == "linear" or self.cubic
+        # linear convection in the matrix, or upwind there and the rest deferred
+        self.implicit = implicit
+        self.linear = (convection == "linear" and not self.implicit) or self.cubic
         self.linear_upwind = convection == "linear-upwind"
         self.nonorth = nonorth
         self.M = DistMatrix(pattern, exchanger, timers)
@@ -239,7 +254,8 @@ class Momentum:
         with self.timers("assemble"):
             momentum_system(self.owner, lm.neighbour, fc.weight, phi, fc.gdiff, self.nu_face,
                             self.vol, ddt, bc.u_kind, bc.u_value, U_conv, U_time, self.linear,
-                            self.axes, self.diag, self.lower, self.upper, self.b0, self.sf)
+                            self.implicit, self.axes, self.diag, self.lower, self.upper,
+                            self.b0, self.sf)
             if self.stress is not None:
                 no = lm.n_owned
                 self.b0[:, :no] += self.stress[:, :no]

@@ -28,7 +28,7 @@ from .momentum import Momentum
 from .monitor import STALL_STEPS, StepInfo, StepMonitor
 from .patches import EMPTY
 from .pressure import Pressure, correct_fluxes, correct_velocity, predicted_fluxes, relax_pressure
-from .schemes import Gradient
+from .schemes import Gradient, ddt_flux_correction
 from .scratch import Scratch
 from .time import TIME_SCHEMES
 
@@ -101,7 +101,10 @@ class PisoSolver:
         device = backends.for_run(s.backend)  # the linear solves' device (None: the host)
         self.momentum = Momentum(self.U, ctx, self.closure.nu_face, many,
                                  convection=s.convection, settings=s.momentum,
-                                 stress=getattr(self.closure, "stress", None), device=device)
+                                 stress=getattr(self.closure, "stress", None), device=device,
+                                 implicit=bool(getattr(s, "implicit_convection", False)))
+        # OpenFOAM's ddtCorr: the step's old flux, kept for the predicted fluxes
+        self.phi_old = np.zeros(nf) if getattr(s, "ddt_corr", False) else None
         self.pressure = Pressure(self.p, self.grad, self.phi, ctx,
                                  n_nonorth=int(s.n_nonorth_correctors), singular=singular,
                                  settings=s.pressure, halo=halo, device=device)
@@ -168,15 +171,19 @@ class PisoSolver:
         return float(s.end_time), float(s.steady_tol)
 
     def _initialise(self, initial, mesh, nu) -> None:
-        """Fields at t = 0 from ``[initial]``; face fluxes interpolated from them (the first
-        pressure correction makes them divergence-free)."""
+        """Fields at t = 0 from ``[initial]``; face fluxes interpolated from them and the
+        boundary velocities (the first pressure correction makes them divergence-free).  A
+        steady solve from rest starts with no flux: the answer does not depend on the start,
+        and the inlets' flux into cells at rest makes SIMPLEC diverge on pitzDaily."""
         init = initial_fields(initial, mesh, nu, self.lm.geometry.cell_centres)
-        if init is None:
-            return
+        if init is None and self.algorithm != "piso":
+            return  # SIMPLE's iterations start from no flux (the inlets' alone diverge SIMPLEC)
         lm, fc, bc = self.lm, self.fc, self.bc
-        U, p = init
-        self.U[self.comps] = U[self.comps]
-        self.p[:] = p
+        if init is not None:
+            U, p = init
+            self.U[self.comps] = U[self.comps]
+            self.p[:] = p
+        # at rest too: the inlets' fluxes convect into the first step (OpenFOAM's flux(U))
         predicted_fluxes(lm.owner, lm.neighbour, fc.weight, lm.geometry.face_areas, fc.gdiff,
                          self.U, np.zeros(lm.n_cells), bc.u_kind, bc.u_value, bc.p_kind,
                          self.phi, np.zeros(lm.n_faces), 0, lm.n_internal, True)
@@ -248,6 +255,8 @@ class PisoSolver:
         if self.inflow is not None:  # the inlet of the step about to be solved
             self.inflow.advance(self.bc.u_value, round(self.time / self.dt) + 1)
         self.ts.begin_step(self.U)
+        if self.phi_old is not None:
+            self.phi_old[:] = self.phi
         self._assemble_momentum()
         self._rau_sent = False
         if self.ts.guess(self.U, self.lm.n_owned):  # 2 U^n - U^(n-1) on the owned rows
@@ -308,10 +317,18 @@ class PisoSolver:
     def _system_with_fluxes(self) -> bool:
         """Whether the pressure equation can be assembled with the predicted fluxes: unless
         the non-orthogonal part or :meth:`_flux_memory` changes them before the solve."""
-        return not self.nonorth and self.energy is None
+        return not self.nonorth and self.energy is None and self.phi_old is None
 
     def _flux_memory(self) -> None:
-        """A correction of the predicted fluxes from the previous ones: none in PISO."""
+        """A correction of the predicted fluxes from the previous ones: none in PISO unless
+        ``solver.ddt_corr`` asks for OpenFOAM's (:func:`ddt_flux_correction`)."""
+        if self.phi_old is None:
+            return
+        lm = self.lm
+        with self.timers("fluxes"):
+            ddt_flux_correction(self.pressure.owner, lm.neighbour, self.fc.weight,
+                                lm.geometry.face_areas, self.ts.U_old, self.phi_old, self.rAU,
+                                self.bc.u_kind, 1.0 / self.dt, self.pressure.phiH)
 
     def _update(self) -> None:
         if self.energy is None:

@@ -15,7 +15,7 @@ import numpy as np
 from ..mesh.core import centre_deltas
 from ..mesh.fv import FaceCoeffs
 from .bcs import visited_owner
-from .patches import EMPTY, FIXED
+from .patches import EMPTY, FIXED, ZERO_GRADIENT
 
 GRADIENTS = ("gauss", "least-squares")
 
@@ -218,6 +218,40 @@ def nonorth_flux_correction(owner, neighbour, weight, corr, rAU, grad, comps, ph
         for e in comps:
             s += corr[f, e] * (w * grad[e, o] + (1.0 - w) * grad[e, n])
         phiH[f] -= (w * rAU[o] + (1.0 - w) * rAU[n]) * s
+
+
+@nb.njit(cache=True)
+def _ddt_face(phi0, u0, rauf, rdt) -> float:
+    """One face's ``ddtCorr``: ``rAU_f c rdt (phi0 - u0)`` with OpenFOAM's (v1912) coupling
+    ``c = 1 - min(|phi0 - u0| / |phi0|, 1)`` (1e-15 in the denominator, as its SMALL)."""
+    corr = phi0 - u0
+    c = 1.0 - min(abs(corr) / (abs(phi0) + 1e-15), 1.0)
+    return rauf * c * rdt * corr
+
+
+@nb.njit(cache=True)
+def ddt_flux_correction(owner, neighbour, weight, sf, U0, phi0, rAU, ukind, rdt, phiH):
+    """OpenFOAM's ``ddtCorr`` (Euler) added to the predicted flux ``phiH``: the old flux
+    ``phi0``'s departure from the old velocity ``U0`` interpolated to the face, over the
+    time step, times the interpolated ``rAU``; none on faces of fixed velocity (or empty or
+    symmetry, whose old flux is zero).  Ghost rows of ``U0`` and ``rAU`` are current."""
+    ni = len(neighbour)
+    for f in range(ni):
+        o = owner[f]
+        n = neighbour[f]
+        w = weight[f]
+        s = 0.0
+        for d in range(3):
+            s += (w * U0[d, o] + (1.0 - w) * U0[d, n]) * sf[f, d]
+        phiH[f] += _ddt_face(phi0[f], s, w * rAU[o] + (1.0 - w) * rAU[n], rdt)
+    for f in range(ni, len(owner)):
+        if ukind[f - ni] != ZERO_GRADIENT:
+            continue
+        o = owner[f]
+        s = 0.0
+        for d in range(3):
+            s += U0[d, o] * sf[f, d]
+        phiH[f] += _ddt_face(phi0[f], s, rAU[o], rdt)
 
 
 @nb.njit(cache=True)

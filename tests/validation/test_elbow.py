@@ -1,0 +1,129 @@
+"""OpenFOAM's icoFoam tutorial "elbow" on its own polyMesh (918 triangular prisms,
+non-orthogonal up to 36 degrees, two velocity inlets), cell for cell against icoFoam's fields
+after one step and at t = 1 (tests/data/elbow; its README says how they were made).
+
+The first step checks how a fixed-velocity inlet enters the first momentum equation from a
+flow at rest (its flux convects the inlet velocity into the cells next to it); t = 1 checks
+that the two OpenFOAM discretisation choices (``solver.implicit_convection``,
+``solver.ddt_corr``) reproduce icoFoam, and that haloflow's defaults differ from it by design.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from haloflow.case import CaseError, load_case
+from haloflow.mesh import from_case
+from haloflow.parallel import halo
+from haloflow.parallel.local import build_local
+from haloflow.physics import solver_from_case
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "elbow"
+OPENFOAM = ("solver.implicit_convection=true", "solver.ddt_corr=true")
+TIMES = {1: "0.05", 20: "1"}  # steps: icoFoam's time directory
+
+
+def run(steps: int, *overrides) -> tuple[np.ndarray, np.ndarray]:
+    """haloflow's ``U[3, n]`` and ``p[n]`` after ``steps`` steps, in the polyMesh's cell
+    order."""
+    case = load_case(DATA / "elbow.toml", overrides)
+    mesh = from_case(case.mesh, [])
+    lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
+    s = solver_from_case(lm, case, halo.make("packed", lm, MPI.COMM_SELF), MPI.COMM_SELF)
+    for _ in range(steps):
+        s.step()
+    n = lm.n_owned
+    U, p = np.zeros((3, mesh.n_cells)), np.zeros(mesh.n_cells)
+    U[:, lm.global_cells[:n]] = s.U[:, :n]
+    p[lm.global_cells[:n]] = s.p[:n]
+    return U, p
+
+
+def reference(steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """icoFoam's ``U[2, n]`` (x, y) and ``p[n]`` after ``steps`` steps."""
+    a = np.loadtxt(DATA / "reference" / f"t{TIMES[steps]}.txt")
+    return a[:, :2].T, a[:, 2]
+
+
+def differences(steps: int, *overrides) -> tuple[float, float, float]:
+    """``max|dU| / max|U|``, the rms of ``|dU|`` over ``max|U|`` and ``max|dp|`` over the
+    range of icoFoam's p."""
+    U, p = run(steps, *overrides)
+    Uf, pf = reference(steps)
+    dU = np.linalg.norm(U[:2] - Uf, axis=0)
+    top = np.linalg.norm(Uf, axis=0).max()
+    return dU.max() / top, np.sqrt(np.mean(dU**2)) / top, np.abs(p - pf).max() / np.ptp(pf)
+
+
+def test_first_step_matches_icofoam():
+    """One step from rest, haloflow's defaults: 6.9e-5 of max|U| (the issue asks for 0.02;
+    without the inlets' fluxes in the first step's convection it was 0.21, in the cells next
+    to velocity-inlet-6), p 6e-6 of its range."""
+    du_max, du_rms, dp = differences(1)
+    assert du_max < 1e-3 and du_rms < 1e-4 and dp < 1e-4, (du_max, du_rms, dp)
+
+
+def test_openfoam_discretisation_matches_icofoam_at_t1():
+    """Linear convection in the matrix and ddtCorr, 20 steps: max 5.6e-4 and rms 8.5e-5 of
+    max|U| (the issue asks for rms 0.01), p 7e-4 of its range."""
+    du_max, du_rms, dp = differences(20, *OPENFOAM)
+    assert du_max < 5e-3 and du_rms < 1e-3 and dp < 5e-3, (du_max, du_rms, dp)
+
+
+@pytest.mark.parametrize("overrides, low", [((), 0.03), (OPENFOAM[:1], 0.025),
+                                            (OPENFOAM[1:], 0.015)])
+def test_default_discretisation_differs_from_icofoam(overrides, low):
+    """Each choice matters: haloflow's defaults are rms 0.035 of max|U| from icoFoam at
+    t = 1, with implicit convection alone 0.032, with ddtCorr alone 0.018."""
+    _, du_rms, _ = differences(20, *overrides)
+    assert low < du_rms < 0.05, du_rms
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (("solver.implicit_convection=true", "solver.convection=upwind"),
+     'solver.implicit_convection: needs convection = "linear" (not "upwind")'),
+    (("solver.ddt_corr=true", "solver.time_scheme=backward"),
+     'solver.ddt_corr: needs algorithm = "piso" and time_scheme = "euler" (not "piso", '
+     '"backward")'),
+    (("solver.ddt_corr=true", "solver.algorithm=simple"),
+     'solver.ddt_corr: needs algorithm = "piso" and time_scheme = "euler" (not "simple", '
+     '"euler")'),
+])
+def test_openfoam_options_say_what_they_need(overrides, expected):
+    with pytest.raises(CaseError) as err:
+        load_case(DATA / "elbow.toml", overrides)
+    assert expected in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+# -- the reference ------------------------------------------------------------------------------
+
+def _internal_field(path: Path, vector: bool) -> np.ndarray:
+    """The nonuniform internalField of an ASCII OpenFOAM field file."""
+    text = path.read_text()
+    m = re.search(r"internalField\s+nonuniform\s+List<\w+>\s*(\d+)\s*\(", text)
+    n, body = int(m.group(1)), text[m.end():]
+    if vector:
+        rows = re.findall(r"\(([^()]*)\)", body)[:n]
+        return np.array([[float(x) for x in r.split()] for r in rows])
+    return np.array(body.split(")")[0].split(), dtype=float)[:n]
+
+
+def write_reference(foam_case: str) -> None:
+    """``reference/t<time>.txt`` (Ux Uy p per cell) from icoFoam's time directories."""
+    out = DATA / "reference"
+    out.mkdir(exist_ok=True)
+    for t in TIMES.values():
+        U = _internal_field(Path(foam_case) / t / "U", True)
+        p = _internal_field(Path(foam_case) / t / "p", False)
+        np.savetxt(out / f"t{t}.txt", np.column_stack([U[:, :2], p]), fmt="%.7g",
+                   header=f"icoFoam (OpenFOAM v1912) elbow at t = {t}: Ux Uy p per cell")
+
+
+if __name__ == "__main__":  # python -m tests.validation.test_elbow <icoFoam case>
+    write_reference(sys.argv[1])
