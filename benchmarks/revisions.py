@@ -7,6 +7,7 @@ kept is the median of ``--repeat`` runs of summary.json's ``s_per_step`` after t
 average is recorded before each pair, so a noisy run shows.
 
     .venv/bin/python benchmarks/revisions.py --before ../base          # this tree vs ../base
+    .venv/bin/python benchmarks/revisions.py --before ../base --cases "race 64^3" --ranks 2
     git worktree add ../base <commit>  # a tree of the revision to compare against
 
 Cases: the 2D cavity at 128^2 (Re 100, lid Courant 12.8, the default case) and the 3D cavity
@@ -37,6 +38,16 @@ CASES = {
 }
 
 
+RACE = "race 64^3"
+
+
+def race_args(steps: int) -> list[str]:
+    """The 64^3 cavity as benchmarks/race.py runs haloflow (lid Courant 0.5, its tolerances)."""
+    from race import haloflow_sets
+
+    return haloflow_sets(64, steps, False, False)
+
+
 def env_for(tree: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(tree), "NUMBA_NUM_THREADS": "1",
             "NUMBA_CACHE_DIR": str(tree / ".numba_cache")}
@@ -59,6 +70,9 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--cases", default=",".join(CASES), metavar="NAME[,NAME]",
+                    help=f"cases to run: {', '.join(CASES)}, or {RACE!r} (benchmarks/race.py's "
+                    "64^3 cavity at its tolerances)")
     ap.add_argument("-o", "--output", type=Path,
                     default=REPO / "benchmarks" / "results" / "revisions.json")
     a = ap.parse_args()
@@ -73,7 +87,10 @@ def main() -> None:
           f"{'load':>5}")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for name, args in CASES.items():
+        for name in [c.strip() for c in a.cases.split(",") if c.strip()]:
+            args = race_args(a.steps) if name == RACE else CASES.get(name)
+            if args is None:
+                sys.exit(f"revisions.py: error: --cases: unknown case {name!r}")
             times: dict[str, list[float]] = {"before": [], "after": []}
             ratios, loads = [], []
             for _ in range(a.repeat):
