@@ -28,7 +28,7 @@ from .momentum import Momentum
 from .monitor import STALL_STEPS, StepInfo, StepMonitor
 from .patches import EMPTY
 from .pressure import Pressure, correct_fluxes, correct_velocity, predicted_fluxes, relax_pressure
-from .schemes import Gradient, ddt_flux_correction
+from .schemes import Gradient, flux_memory
 from .scratch import Scratch
 from .time import TIME_SCHEMES
 
@@ -321,14 +321,14 @@ class PisoSolver:
 
     def _flux_memory(self) -> None:
         """A correction of the predicted fluxes from the previous ones: none in PISO unless
-        ``solver.ddt_corr`` asks for OpenFOAM's (:func:`ddt_flux_correction`)."""
+        ``solver.ddt_corr`` asks for OpenFOAM's (:func:`.schemes.flux_memory`)."""
         if self.phi_old is None:
             return
         lm = self.lm
         with self.timers("fluxes"):
-            ddt_flux_correction(self.pressure.owner, lm.neighbour, self.fc.weight,
-                                lm.geometry.face_areas, self.ts.U_old, self.phi_old, self.rAU,
-                                self.bc.u_kind, 1.0 / self.dt, self.pressure.phiH)
+            flux_memory(self.pressure.owner, lm.neighbour, self.fc.weight,
+                        lm.geometry.face_areas, self.ts.U_old, self.phi_old, self.rAU,
+                        self.bc.u_kind, 0.0, 1.0 / self.dt, self.pressure.phiH)
 
     def _update(self) -> None:
         if self.energy is None:

@@ -221,20 +221,28 @@ def nonorth_flux_correction(owner, neighbour, weight, corr, rAU, grad, comps, ph
 
 
 @nb.njit(cache=True)
-def _ddt_face(phi0, u0, rauf, rdt) -> float:
-    """One face's ``ddtCorr``: ``rAU_f c rdt (phi0 - u0)`` with OpenFOAM's (v1912) coupling
-    ``c = 1 - min(|phi0 - u0| / |phi0|, 1)`` (1e-15 in the denominator, as its SMALL)."""
+def _memory_face(phi0, u0, rauf, beta, rdt) -> float:
+    """One face's ``flux_memory`` term for the old flux ``phi0`` and the interpolated old
+    velocity's flux ``u0``."""
     corr = phi0 - u0
+    if rdt == 0.0:
+        return beta * corr
     c = 1.0 - min(abs(corr) / (abs(phi0) + 1e-15), 1.0)
     return rauf * c * rdt * corr
 
 
 @nb.njit(cache=True)
-def ddt_flux_correction(owner, neighbour, weight, sf, U0, phi0, rAU, ukind, rdt, phiH):
-    """OpenFOAM's ``ddtCorr`` (Euler) added to the predicted flux ``phiH``: the old flux
-    ``phi0``'s departure from the old velocity ``U0`` interpolated to the face, over the
-    time step, times the interpolated ``rAU``; none on faces of fixed velocity (or empty or
-    symmetry, whose old flux is zero).  Ghost rows of ``U0`` and ``rAU`` are current."""
+def flux_memory(owner, neighbour, weight, sf, U0, phi0, rAU, ukind, beta, rdt, phiH):
+    """Add to the predicted flux ``phiH`` a share of the old flux ``phi0``'s departure from
+    the old velocity ``U0`` interpolated to the face, on internal faces and faces of
+    zero-gradient velocity (fixed-value faces carry no H/A; empty and symmetry faces no
+    flux).  ``rdt == 0``: SIMPLE's relaxation memory, ``beta (phi0 - U0_f . S)`` with
+    ``beta = 1 - alpha_U`` (Majumdar 1988: relaxing the momentum equation puts ``(1 -
+    alpha) U_old`` into H/A while scaling the Rhie-Chow pressure term by ``alpha``; this
+    term cancels the first, so the converged flux and velocity do not depend on the
+    relaxation).  Else OpenFOAM's Euler ``ddtCorr``, ``rAU_f c rdt (phi0 - U0_f . S)`` with
+    v1912's coupling ``c = 1 - min(|phi0 - U0_f . S| / |phi0|, 1)`` (1e-15 in the
+    denominator, its SMALL).  Ghost rows of ``U0`` and ``rAU`` are current."""
     ni = len(neighbour)
     for f in range(ni):
         o = owner[f]
@@ -243,7 +251,7 @@ def ddt_flux_correction(owner, neighbour, weight, sf, U0, phi0, rAU, ukind, rdt,
         s = 0.0
         for d in range(3):
             s += (w * U0[d, o] + (1.0 - w) * U0[d, n]) * sf[f, d]
-        phiH[f] += _ddt_face(phi0[f], s, w * rAU[o] + (1.0 - w) * rAU[n], rdt)
+        phiH[f] += _memory_face(phi0[f], s, w * rAU[o] + (1.0 - w) * rAU[n], beta, rdt)
     for f in range(ni, len(owner)):
         if ukind[f - ni] != ZERO_GRADIENT:
             continue
@@ -251,7 +259,7 @@ def ddt_flux_correction(owner, neighbour, weight, sf, U0, phi0, rAU, ukind, rdt,
         s = 0.0
         for d in range(3):
             s += U0[d, o] * sf[f, d]
-        phiH[f] += _ddt_face(phi0[f], s, rAU[o], rdt)
+        phiH[f] += _memory_face(phi0[f], s, rAU[o], beta, rdt)
 
 
 @nb.njit(cache=True)

@@ -20,8 +20,8 @@ import numpy as np
 
 from ..parallel.timers import NULL_TIMERS
 from .monitor import StepInfo
-from .patches import ZERO_GRADIENT
 from .piso import PisoSolver
+from .schemes import flux_memory
 from .time import Steady
 
 
@@ -35,31 +35,6 @@ def consistent_rau(vol, diag, offsum, grad, comps, n, HbyA, rAU):
         for d in comps:
             HbyA[d, c] += (rat - rAU[c]) * grad[d, c]
         rAU[c] = rat
-
-
-@nb.njit(cache=True)
-def relaxation_flux_memory(owner, neighbour, weight, sf, U, phi, ukind, beta, phiH):
-    """``phiH += beta (phi - U_f . S)`` with ``beta = 1 - alpha_U``: the previous flux less
-    the interpolated previous velocity (Majumdar 1988).  Relaxing the momentum equation puts
-    ``(1 - alpha) U_old`` into H/A, and so into the interpolated flux, while scaling the
-    Rhie-Chow pressure term by ``alpha``; this term cancels the first, so the converged flux
-    and velocity do not depend on the relaxation factor."""
-    ni = len(neighbour)
-    for f in range(ni):
-        o = owner[f]
-        n = neighbour[f]
-        w = weight[f]
-        s = 0.0
-        for d in range(3):
-            s += (w * U[d, o] + (1.0 - w) * U[d, n]) * sf[f, d]
-        phiH[f] += beta * (phi[f] - s)
-    for f in range(ni, len(owner)):
-        if ukind[f - ni] == ZERO_GRADIENT:  # fixed-value faces carry no H/A
-            o = owner[f]
-            s = 0.0
-            for d in range(3):
-                s += U[d, o] * sf[f, d]
-            phiH[f] += beta * (phi[f] - s)
 
 
 class SimpleSolver(PisoSolver):
@@ -120,16 +95,16 @@ class SimpleSolver(PisoSolver):
 
     def _flux_memory(self) -> None:
         """Plain SIMPLE: the relaxation-independent face flux (see
-        :func:`relaxation_flux_memory`).  SIMPLEC's Rhie-Chow coefficient ``V/(A - sum
+        :func:`.schemes.flux_memory`).  SIMPLEC's Rhie-Chow coefficient ``V/(A - sum
         a_nb)`` depends on the relaxation itself, so there the term would not remove the
         dependence and is left out."""
         if self.consistent or self.alpha_u == 1.0:
             return
         lm = self.lm
         with self.timers("fluxes"):
-            relaxation_flux_memory(self.pressure.owner, lm.neighbour, self.fc.weight,
-                                   lm.geometry.face_areas, self.ts.U_old, self.phi,
-                                   self.bc.u_kind, 1.0 - self.alpha_u, self.pressure.phiH)
+            flux_memory(self.pressure.owner, lm.neighbour, self.fc.weight,
+                        lm.geometry.face_areas, self.ts.U_old, self.phi, self.rAU,
+                        self.bc.u_kind, 1.0 - self.alpha_u, 0.0, self.pressure.phiH)
 
     def _energy_options(self, s) -> dict:
         T = s.relaxation.T
