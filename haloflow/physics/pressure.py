@@ -31,7 +31,7 @@ from ..linalg.methods import pressure_method
 from ..parallel.faceblocks import for_threads
 from .context import Context
 from .patches import EMPTY, FIXED, ZERO_GRADIENT
-from .schemes import nonorth_flux_correction
+from .schemes import face_flux, nonorth_flux_correction
 
 FACTOR_BASIS = "amg_factor_basis"  # a checkpoint's extra: base64 of little-endian doubles
 
@@ -95,10 +95,7 @@ def predicted_fluxes(owner, neighbour, weight, sf, gdiff, HbyA, rAU, ukind, uval
         o = owner[f]
         n = neighbour[f]
         w = weight[f]
-        s = 0.0
-        for d in range(3):
-            s += (w * HbyA[d, o] + (1.0 - w) * HbyA[d, n]) * sf[f, d]
-        phiH[f] = s
+        phiH[f] = face_flux(HbyA, sf, f, o, n, w)
         g[f] = (w * rAU[o] + (1.0 - w) * rAU[n]) * gdiff[f]
     if boundary:
         _boundary_fluxes(owner, ni, ukind, uvalue, HbyA, sf, gdiff, rAU, pkind, phiH, g)

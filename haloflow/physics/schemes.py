@@ -220,6 +220,17 @@ def nonorth_flux_correction(owner, neighbour, weight, corr, rAU, grad, comps, ph
         phiH[f] -= (w * rAU[o] + (1.0 - w) * rAU[n]) * s
 
 
+@nb.njit(cache=True, inline="always")
+def face_flux(V, sf, f, o, n, w):
+    """Internal face ``f``'s flux of the cell vector field ``V`` interpolated linearly
+    (weight ``w`` on the owner ``o``, the rest on the neighbour ``n``): ``(w V_o + (1 - w)
+    V_n) . S_f``, summed over x, y, z in that order."""
+    s = 0.0
+    for d in range(3):
+        s += (w * V[d, o] + (1.0 - w) * V[d, n]) * sf[f, d]
+    return s
+
+
 @nb.njit(cache=True)
 def _memory_face(phi0, u0, rauf, beta, rdt) -> float:
     """One face's ``flux_memory`` term for the old flux ``phi0`` and the interpolated old
@@ -248,9 +259,7 @@ def flux_memory(owner, neighbour, weight, sf, U0, phi0, rAU, ukind, beta, rdt, p
         o = owner[f]
         n = neighbour[f]
         w = weight[f]
-        s = 0.0
-        for d in range(3):
-            s += (w * U0[d, o] + (1.0 - w) * U0[d, n]) * sf[f, d]
+        s = face_flux(U0, sf, f, o, n, w)
         phiH[f] += _memory_face(phi0[f], s, w * rAU[o] + (1.0 - w) * rAU[n], beta, rdt)
     for f in range(ni, len(owner)):
         if ukind[f - ni] != ZERO_GRADIENT:

@@ -203,14 +203,20 @@ def test_other_json_files_nested_too_deeply(tmp_path):
 
 # -- 8: a profile table that is not a file, or too large -------------------------------------------
 
-def test_inlet_table_dev_zero(tmp_path):
+def edited_case(name: str, pattern: str, replacement: str, path):
+    """The shipped case ``name`` with the first match of ``pattern`` replaced, at ``path``."""
     from haloflow.case import CASES_DIR
 
-    text = (CASES_DIR / "channel.toml").read_text()
-    inlet = re.search(r"U = \[1.0, 0.0, 0.0\].*\nprofile = \"uniform\".*\n", text)
-    assert inlet, "channel.toml's inlet changed"
-    case = tmp_path / "c.toml"
-    case.write_text(text.replace(inlet.group(), 'profile = "table"\ntable = "/dev/zero"\n'))
+    text = (CASES_DIR / f"{name}.toml").read_text()
+    found = re.search(pattern, text)
+    assert found, f"{name}.toml changed: no {pattern!r}"
+    path.write_text(text.replace(found.group(), replacement))
+    return path
+
+
+def test_inlet_table_dev_zero(tmp_path):
+    case = edited_case("channel", r"U = \[1.0, 0.0, 0.0\].*\nprofile = \"uniform\".*\n",
+                       'profile = "table"\ntable = "/dev/zero"\n', tmp_path / "c.toml")
     msg = one_line(haloflow("run", case, "--set", "mesh.cells=[8,4,1]", "-o", tmp_path / "o",
                             *QUICK, timeout=60))
     assert "boundary.left.table" in msg and "/dev/zero" in msg and "not a regular file" in msg
@@ -384,13 +390,8 @@ def test_k_init_with_kEqn_and_a_switched_closure_are_accepted():
 
 
 def test_k_init_of_a_case_file_with_another_closure(tmp_path):
-    from haloflow.case import CASES_DIR
-
-    text = (CASES_DIR / "taylor_green_3d.toml").read_text()
-    closure = re.search(r'\nclosure = "dynamicSmagorinsky".*\n', text)
-    assert closure, "taylor_green_3d.toml's closure changed"
-    case = tmp_path / "w.toml"
-    case.write_text(text.replace(closure.group(), '\nclosure = "wale"\nk_init = 0.1\n'))
+    case = edited_case("taylor_green_3d", r'\nclosure = "dynamicSmagorinsky".*\n',
+                       '\nclosure = "wale"\nk_init = 0.1\n', tmp_path / "w.toml")
     msg = one_line(haloflow("run", case, "-o", tmp_path / "o", *QUICK))
     assert msg.startswith(f"haloflow: error: {case}: physics.k_init: a key of the kEqn"), msg
     assert not (tmp_path / "o").exists()
