@@ -14,7 +14,9 @@ saying so, rather than judge the model on what the other jobs did.  Measured the
 the cores free (CPU shares 1.03-1.09; the CPU seconds include a little after the loop), in
 four rounds: the fastest 2-rank run took 1.07-1.17 times the prediction, while single runs
 ranged 1.07-1.54 (bursts on a VM's shared cores that the CPU share does not see), so
-``BAND`` is 0.8-1.4; a model off by 2x (its compute divided by the ranks twice) fails at
+``BAND`` is 0.8-1.4 (a fastest run above it is measured RUNS times more: once, in a full
+``make test``, the 2-rank runs hardly beat the 1-rank ones, 1.61 times the prediction, and
+alone the test passed); a model off by 2x (its compute divided by the ranks twice) fails at
 2.0.  docs/model.md gives the model's acceptance as within 20 % at this size on an idle
 machine."""
 
@@ -72,5 +74,10 @@ def test_predicted_time_per_step_on_two_ranks_matches_a_real_run(haloflow_mpi, t
     if two is None:
         pytest.skip(f"no 2-rank run had both its cores (ranks, CPU share, s/step): {seen}; "
                     f"predicted {rows[2]['step_s']:.4g} s/step")
+    if two["s_per_step"] > BAND[1] * rows[2]["step_s"]:  # a burst: RUNS more, the fastest
+        (tmp_path / "more").mkdir()
+        more = _fastest(haloflow_mpi, 2, tmp_path / "more", seen)
+        if more is not None and more["s_per_step"] < two["s_per_step"]:
+            two = more
     ratio = two["s_per_step"] / rows[2]["step_s"]
     assert BAND[0] <= ratio <= BAND[1], (ratio, rows[2], seen)
