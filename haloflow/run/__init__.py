@@ -39,18 +39,21 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
     """Run ``case`` on ``comm``; returns the summary dict on rank 0 ({} elsewhere).
     ``restart``: a checkpoint file to go on from (the case must be the one it was
     written by: :func:`haloflow.io.checkpoint.case_hash`)."""
+    from .setup import check_ranks, set_threads, setup
+
+    t_start = time.perf_counter()
+    check_ranks(case, comm.size)
+    # before the solvers' modules load OpenMP, which reads its wait policy once, at its start
+    wait_policy = set_threads(threads, case.parallel.thread_wait, comm)
+
     from ..io.checkpoint import CheckpointError
     from .loop import run_loop
     from .memory import return_freed_arrays
     from .outdir import discard, open_outdir, record, release, write_error
     from .report import Log, finish, log_setup, write_results
-    from .setup import check_ranks, set_threads, setup
 
-    t_start = time.perf_counter()
     return_freed_arrays()
     root = comm.rank == 0
-    check_ranks(case, comm.size)
-    wait_policy = set_threads(threads, case.parallel.thread_wait, comm)
     made = open_outdir(outdir, force, comm)
     refused = False  # a restart its checkpoint refuses leaves no folder behind
     try:

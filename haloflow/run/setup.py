@@ -86,11 +86,19 @@ def set_threads(threads: int, wait: str = "sleep", comm=None) -> str | None:
         fits = threads * node_ranks(comm) <= usable_cores()
         wait = "auto" if fits else "sleep"
     if threads > 1:
-        if wait != "auto":
+        if wait != "auto" and not _openmp_started():  # else too late: what it took stays
             os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY[wait])
         policy = os.environ.get("OMP_WAIT_POLICY", "default")
     numba.set_num_threads(threads)
     return policy
+
+
+def _openmp_started() -> bool:
+    """Whether numba's thread pool (and with it OpenMP, which reads its environment once)
+    has started in this process: a program that imported the solvers before a run did."""
+    from numba.np.ufunc import parallel
+
+    return bool(getattr(parallel, "_is_initialized", False))
 
 
 def node_ranks(comm) -> int:

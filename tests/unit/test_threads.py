@@ -207,9 +207,13 @@ def test_3d_cavity_on_thread_blocks_equals_1_thread_and_repeats(tmp_path):
     assert 0.9 < p1["threads"]["utilisation"] < 1.1
 
 
+SPINS = {"passive": "0", "active": "30000000000", "default": "300000"}  # GNU OpenMP's
+
+
 def _wait_policy(tmp_path, name, sets, env_policy=None, cores=None):
     """profile.json's wait policy and the log's line of a tiny 2-thread run (``cores``: the
-    only cores it may run on)."""
+    only cores it may run on); the policy must be the one OpenMP took when it started (its
+    spin count, which GNU OpenMP prints under ``OMP_DISPLAY_ENV=verbose``)."""
     import json
     import os
     import subprocess
@@ -217,17 +221,22 @@ def _wait_policy(tmp_path, name, sets, env_policy=None, cores=None):
 
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["NUMBA_NUM_THREADS"] = "2"
+    env["OMP_DISPLAY_ENV"] = "verbose"
     if env_policy:
         env["OMP_WAIT_POLICY"] = env_policy
     out = tmp_path / name
-    subprocess.run([sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out),
-                    "--threads", "2", "--steps", "2", "--quiet", "--set", "mesh.cells=[8,8,1]",
-                    "--set", "output.plots=false", "--set", "output.fields=false", *sets],
-                   env=env, check=True, capture_output=True,
-                   preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
+    res = subprocess.run(
+        [sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(out), "--threads", "2",
+         "--steps", "2", "--quiet", "--set", "mesh.cells=[8,8,1]", "--set",
+         "output.plots=false", "--set", "output.fields=false", *sets],
+        env=env, check=True, capture_output=True, text=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     prof = json.loads((out / "profile.json").read_text())
     log = (out / "log.txt").read_text()
-    return prof["threads"]["wait_policy"], log
+    policy = prof["threads"]["wait_policy"]
+    if "GOMP_SPINCOUNT" in res.stderr:  # GNU OpenMP: the policy in effect is the one named
+        assert f"GOMP_SPINCOUNT = '{SPINS[policy]}'" in res.stderr, (policy, res.stderr)
+    return policy, log
 
 
 def test_thread_wait_sets_openmps_policy_unless_the_environment_does(tmp_path):
