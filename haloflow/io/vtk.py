@@ -19,6 +19,7 @@ VTK_HEXAHEDRON = 12
 VTK_POLYHEDRON = 42
 
 _VTK_TYPES = {"f8": "Float64", "f4": "Float32", "i8": "Int64", "i4": "Int32", "u1": "UInt8"}
+CHUNK_CELLS = 4096  # cells (or points) per block the writer makes and writes at a time
 
 
 # -- cell topology --------------------------------------------------------------------------
@@ -33,24 +34,25 @@ def _ragged(ptr, rows, flip=None):
     return start[seg] + k, size
 
 
-def cell_faces(lmesh):
-    """Faces of the owned cells, grouped by cell, with nodes ordered outward.
+def cell_faces(lmesh, first=0, last=None):
+    """Faces of the owned cells ``first:last`` (all by default), grouped by cell, with nodes
+    ordered outward.
 
-    Returns ``(cptr, fptr, nodes)``: cell ``c`` has faces ``cptr[c]:cptr[c+1]`` in the
-    face CSR ``fptr``/``nodes`` (local point indices).
+    Returns ``(cptr, fptr, nodes)``: cell ``first + c`` has faces ``cptr[c]:cptr[c+1]`` in
+    the face CSR ``fptr``/``nodes`` (local point indices).
     """
-    n = lmesh.n_owned
+    last = lmesh.n_owned if last is None else last
     nbr = np.asarray(lmesh.neighbour)
     own = np.asarray(lmesh.owner)
-    fo = np.flatnonzero(own < n)
-    fn = np.flatnonzero(nbr < n)
-    cells = np.concatenate([own[fo], nbr[fn]])
+    fo = np.flatnonzero((own >= first) & (own < last))
+    fn = np.flatnonzero((nbr >= first) & (nbr < last))
+    cells = np.concatenate([own[fo], nbr[fn]]) - first
     faces = np.concatenate([fo, fn])
     flip = np.concatenate([np.zeros(len(fo), bool), np.ones(len(fn), bool)])
     order = np.argsort(cells, kind="stable")
     faces, flip = faces[order], flip[order]
     idx, size = _ragged(np.asarray(lmesh.face_ptr), faces, flip)
-    cptr = np.concatenate([[0], np.cumsum(np.bincount(cells, minlength=n))])
+    cptr = np.concatenate([[0], np.cumsum(np.bincount(cells, minlength=last - first))])
     fptr = np.concatenate([[0], np.cumsum(size)])
     nodes = np.asarray(lmesh.face_nodes)[idx]
     shadow = getattr(lmesh, "shadow_nodes", None)
@@ -90,37 +92,80 @@ def _n_distinct(conn):
     return 1 + (np.diff(s, axis=1) != 0).sum(axis=1)
 
 
-# -- XML ------------------------------------------------------------------------------------
+# -- XML, streamed ---------------------------------------------------------------------------
+# A piece is written as it is made, a block of cells at a time: the writer's memory is a
+# block's, not the document's (a whole-document string held the fields several times over).
 
-def _b64(a):
-    """VTK inline binary: base64 of a UInt64 byte count followed by the raw little-endian data."""
-    raw = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-    return base64.b64encode(np.uint64(len(raw)).tobytes() + raw).decode("ascii")
+class _Base64:
+    """Base64 of a byte stream fed in pieces, written to a text file as it comes (the one to
+    two bytes past a multiple of three wait for the next piece)."""
+
+    def __init__(self, f):
+        self.f, self.rest = f, b""
+
+    def write(self, raw: bytes) -> None:
+        buf = self.rest + raw
+        cut = len(buf) - len(buf) % 3
+        self.f.write(base64.b64encode(memoryview(buf)[:cut]).decode("ascii"))
+        self.rest = buf[cut:]
+
+    def close(self) -> None:
+        self.f.write(base64.b64encode(self.rest).decode("ascii"))
 
 
-def _data_array(name, a, ncomp=1):
-    a = np.asarray(a)
-    vtype = _VTK_TYPES[a.dtype.str[1:]]
+def _blocks(a):
+    """``a`` in blocks of ``CHUNK_CELLS`` rows."""
+    return (a[i:i + CHUNK_CELLS] for i in range(0, len(a), CHUNK_CELLS))
+
+
+def _data_array(name, dtype, count, blocks, ncomp=1):
+    """A DataArray writer: VTK inline binary, the base64 of a UInt64 byte count followed by
+    the raw little-endian data, here ``count`` values made by ``blocks()`` (arrays cast to
+    ``dtype``, in order) while they are written."""
+    dtype = np.dtype(dtype).newbyteorder("<")
+    vtype = _VTK_TYPES[dtype.str[1:]]
     comps = f' NumberOfComponents="{ncomp}"' if ncomp > 1 else ""
-    return (f'<DataArray type="{vtype}" Name={quoteattr(name)}{comps} format="binary">'
-            f"{_b64(a)}</DataArray>")
+
+    def write(f):
+        f.write(f'<DataArray type="{vtype}" Name={quoteattr(name)}{comps} format="binary">')
+        out = _Base64(f)
+        out.write(np.uint64(count * dtype.itemsize).tobytes())
+        for b in blocks():
+            out.write(np.ascontiguousarray(b, dtype=dtype).tobytes())
+        out.close()
+        f.write("</DataArray>")
+    return write
+
+
+def _whole(name, a, ncomp=1):
+    """A DataArray writer of array ``a`` as it is (its own dtype)."""
+    a = np.asarray(a)
+    return _data_array(name, a.dtype, a.size, lambda: _blocks(a), ncomp)
 
 
 def _cell_arrays(cell_data, n):
     out = []
     for name, v in cell_data.items():
-        v = np.asarray(v, dtype=np.float64)[:n]
-        out.append(_data_array(name, v, 1 if v.ndim == 1 else v.shape[1]))
+        v = np.asarray(v)[:n]
+        out.append(_data_array(name, np.float64, v.size, lambda v=v: _blocks(v),
+                               1 if v.ndim == 1 else v.shape[1]))
     return out
 
 
-def _write(path, body, kind):
-    doc = (f'<?xml version="1.0"?>\n<VTKFile type="{kind}" version="1.0" '
-           f'byte_order="LittleEndian" header_type="UInt64">\n{body}\n</VTKFile>\n')
+def _write(path, items, kind):
+    """Write the document: ``items`` (strings and writers of ``f``) one per line."""
     tmp = f"{path}.tmp"
     try:  # whole or not at all: a full disk leaves neither a partial file nor the .tmp
         with open(tmp, "w") as f:
-            f.write(doc)
+            f.write(f'<?xml version="1.0"?>\n<VTKFile type="{kind}" version="1.0" '
+                    f'byte_order="LittleEndian" header_type="UInt64">\n')
+            for item in items:
+                if isinstance(item, str):
+                    f.write(item)
+                else:
+                    item(f)
+                f.write("\n")
+            f.write("</VTKFile>\n")
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):
@@ -130,23 +175,46 @@ def _write(path, body, kind):
         raise
 
 
+def _hex_blocks(lmesh):
+    """The owned cells' VTK hexahedron connectivity (local point indices), a block of
+    ``CHUNK_CELLS`` cells at a time: None for a block where a cell is no hexahedron of 8
+    distinct points."""
+    n = lmesh.n_owned
+    for first in range(0, n, CHUNK_CELLS):
+        cptr, fptr, nodes = cell_faces(lmesh, first, min(first + CHUNK_CELLS, n))
+        conn = hex_connectivity(cptr, fptr, nodes) if _is_hex(cptr, fptr) else None
+        yield conn if conn is not None and np.all(_n_distinct(conn) == 8) else None
+
+
 def _cells_xml(lmesh, force_polyhedron):
-    """(used points, Cells XML) for the owned cells."""
+    """(used points, Cells DataArray writers) for the owned cells.  Hexahedra are made twice,
+    a block at a time, to find the points they use and then to write them: never all of
+    their connectivity at once."""
+    used = np.zeros(len(lmesh.points), bool)
+    hexes = not force_polyhedron
+    for conn in _hex_blocks(lmesh) if hexes else ():
+        if conn is None:
+            hexes = False
+            break
+        used[conn.ravel()] = True
+    if hexes:
+        number = np.cumsum(used) - 1  # a point's index among the used ones
+        nc = lmesh.n_owned
+        arrays = [_data_array("connectivity", np.int64, 8 * nc,
+                              lambda: (number[c].ravel() for c in _hex_blocks(lmesh))),
+                  _data_array("offsets", np.int64, nc, lambda: (
+                      np.arange(8 * (i + 1), 8 * min(i + CHUNK_CELLS, nc) + 1, 8)
+                      for i in range(0, nc, CHUNK_CELLS))),
+                  _data_array("types", np.uint8, nc, lambda: (
+                      np.full(min(CHUNK_CELLS, nc - i), VTK_HEXAHEDRON)
+                      for i in range(0, nc, CHUNK_CELLS)))]
+        return np.flatnonzero(used), arrays
+    del used
+    # polyhedra: point list = the cell's distinct points; faces = [nF, (n, ids...)*]
     cptr, fptr, nodes = cell_faces(lmesh)
     nc = len(cptr) - 1
-    hexes = not force_polyhedron and _is_hex(cptr, fptr)
-    if hexes:
-        conn = hex_connectivity(cptr, fptr, nodes)
-        hexes = bool(np.all(_n_distinct(conn) == 8))
     used, inv = np.unique(nodes, return_inverse=True)
     inv = inv.ravel()
-    if hexes:
-        conn = np.searchsorted(used, conn)
-        arrays = [_data_array("connectivity", conn.ravel()),
-                  _data_array("offsets", np.arange(8, 8 * nc + 1, 8, dtype=np.int64)),
-                  _data_array("types", np.full(nc, VTK_HEXAHEDRON, np.uint8))]
-        return used, arrays
-    # polyhedra: point list = the cell's distinct points; faces = [nF, (n, ids...)*]
     nfc = np.diff(cptr)
     cell_of_node = np.repeat(np.repeat(np.arange(nc), nfc), np.diff(fptr))
     key = np.unique(cell_of_node * len(used) + inv)
@@ -156,11 +224,11 @@ def _cells_xml(lmesh, force_polyhedron):
     stream = np.insert(inv, fptr[:-1], np.diff(fptr))
     stream = np.insert(stream, face_start[cptr[:-1]], nfc)
     faceoffsets = face_start[cptr[1:]] + np.arange(1, nc + 1)
-    arrays = [_data_array("connectivity", conn.astype(np.int64)),
-              _data_array("offsets", offsets.astype(np.int64)),
-              _data_array("types", np.full(nc, VTK_POLYHEDRON, np.uint8)),
-              _data_array("faces", stream.astype(np.int64)),
-              _data_array("faceoffsets", faceoffsets.astype(np.int64))]
+    arrays = [_whole("connectivity", conn.astype(np.int64)),
+              _whole("offsets", offsets.astype(np.int64)),
+              _whole("types", np.full(nc, VTK_POLYHEDRON, np.uint8)),
+              _whole("faces", stream.astype(np.int64)),
+              _whole("faceoffsets", faceoffsets.astype(np.int64))]
     return used, arrays
 
 
@@ -170,16 +238,17 @@ def write_vtu(path, lmesh, cell_data, force_polyhedron=False):
     """Write the owned cells of ``lmesh`` and their ``cell_data`` (first n_owned rows)."""
     n = lmesh.n_owned
     used, cells = _cells_xml(lmesh, force_polyhedron)
-    pts = np.asarray(lmesh.points, dtype=np.float64)[used]
-    body = "\n".join([
+    points = np.asarray(lmesh.points)
+    pts = _data_array("Points", np.float64, 3 * len(used),
+                      lambda: (points[b] for b in _blocks(used)), 3)
+    _write(path, [
         "<UnstructuredGrid>",
-        f'<Piece NumberOfPoints="{len(pts)}" NumberOfCells="{n}">',
-        "<Points>", _data_array("Points", pts, 3), "</Points>",
+        f'<Piece NumberOfPoints="{len(used)}" NumberOfCells="{n}">',
+        "<Points>", pts, "</Points>",
         "<Cells>", *cells, "</Cells>",
         "<CellData>", *_cell_arrays(cell_data, n), "</CellData>",
         "</Piece>", "</UnstructuredGrid>",
-    ])
-    _write(path, body, "UnstructuredGrid")
+    ], "UnstructuredGrid")
 
 
 def write_pvtu(path, piece_files, cell_data_spec):
@@ -193,7 +262,7 @@ def write_pvtu(path, piece_files, cell_data_spec):
         "<PCellData>", *arrays, "</PCellData>",
         *pieces, "</PUnstructuredGrid>",
     ])
-    _write(path, body, "PUnstructuredGrid")
+    _write(path, [body], "PUnstructuredGrid")
 
 
 def cell_data_spec(cell_data):
@@ -206,7 +275,7 @@ def write_pvd(path, entries):
     ParaView opens it as an animation over the times."""
     sets = [f'<DataSet timestep="{t!r}" part="0" file={quoteattr(str(f))}/>'
             for t, f in entries]
-    _write(path, "\n".join(["<Collection>", *sets, "</Collection>"]), "Collection")
+    _write(path, ["\n".join(["<Collection>", *sets, "</Collection>"])], "Collection")
 
 
 def write_fields(outdir, name, lmesh, cell_data, red, subdir="fields"):
