@@ -22,6 +22,7 @@ examples:
   haloflow run my_case.toml --set mesh.cells=[64,64,1] --steps 100
   haloflow run cavity -o runs/a --set output.checkpoint_every=100 --steps 1000
   mpiexec -n 4 haloflow run --restart runs/a -o runs/b --steps 2000   # on any rank count
+  haloflow decompose cavity -n 4 -o parts/ && mpiexec -n 4 haloflow run cavity --decomposed parts/
 
 Every key of the case file can be overridden with --set SECTION.KEY=VALUE (VALUE is
 read as TOML; a bare word is taken as a string). Outputs in OUTDIR: case.toml (resolved),
@@ -41,6 +42,7 @@ exit codes: 0 success, 1 internal error, 2 bad input, 3 the solution diverged,
 COMMANDS = {
     "bench": ".bench.halo",
     "mesh": ".cli.mesh",
+    "decompose": ".cli.decompose",
     "netpipe": ".bench.netpipe",
     "scale": ".study.scale",
     "predict": ".study.predict",
@@ -90,6 +92,10 @@ def _run_parser(sub) -> None:
                    help="replace a previous haloflow run in OUTDIR: refused where OUTDIR "
                         "holds anything that run did not write (the file is named)")
     p.add_argument("--quiet", action="store_true", help="no progress on the terminal")
+    p.add_argument("--decomposed", type=Path, metavar="DIR",
+                   help="read each rank's part of the mesh from DIR, written by `haloflow "
+                        "decompose` for this case and rank count (no rank builds the whole "
+                        "mesh)")
     p.add_argument("--restart", metavar="RUN_DIR",
                    help="go on from the latest checkpoint of the run in RUN_DIR (or from a "
                         "checkpoint file), on any rank count and halo strategy; --steps "
@@ -149,7 +155,7 @@ def cmd_run(args) -> int:
         from ..run import run_case
 
         run_case(case, outdir, comm, threads=threads, force=args.force, quiet=args.quiet,
-                 restart=restart)
+                 restart=restart, decomposed=args.decomposed)
     return 0
 
 

@@ -35,10 +35,12 @@ class Interrupted(UserError):
 
 
 def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
-             quiet: bool = False, restart: str | None = None) -> dict:
+             quiet: bool = False, restart: str | None = None,
+             decomposed: Path | None = None) -> dict:
     """Run ``case`` on ``comm``; returns the summary dict on rank 0 ({} elsewhere).
     ``restart``: a checkpoint file to go on from (the case must be the one it was
-    written by: :func:`haloflow.io.checkpoint.case_hash`)."""
+    written by: :func:`haloflow.io.checkpoint.case_hash`).  ``decomposed``: the folder of
+    ``haloflow decompose`` whose parts the ranks read (the mesh is not built)."""
     from .setup import check_ranks, set_threads, setup
 
     t_start = time.perf_counter()
@@ -61,7 +63,7 @@ def run_case(case, outdir: Path, comm, threads: int = 1, force: bool = False,
         if root:
             (outdir / "case.toml").write_text(case.to_toml(), encoding="utf-8")
             record(outdir)  # a run that dies early still leaves a folder --force may replace
-        run = setup(case, comm, threads, log)
+        run = setup(case, comm, threads, log, decomposed)
         run.wait_policy = wait_policy
         log_setup(run, outdir, log)
         try:

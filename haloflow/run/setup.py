@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from . import RunError
 from .memory import rss_bytes
 
@@ -119,42 +121,88 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def local_mesh(case, comm, log=None):
+def local_mesh(case, comm, log=None, decomposed=None):
     """Collective: this rank's LocalMesh of the case's mesh.  Rank 0 builds (or reads) and
     partitions the global mesh; a mesh error there stops every rank with it.  What a reader
-    had to decide goes to ``log`` on rank 0 (None: warnings)."""
-    from ..limits import generated_cells
-    from ..mesh import MeshError, from_case
+    had to decide goes to ``log`` on rank 0 (None: warnings).  ``decomposed``: the folder of
+    ``haloflow decompose``, from which every rank reads its own part instead."""
     from ..parallel.local import distribute
-    from ..parallel.topology import place, rank_nodes
+    from ..parallel.topology import rank_nodes
 
     nodes = rank_nodes(comm, case.parallel.ranks_per_node)
+    if decomposed is not None:
+        lmesh = read_decomposed(case, comm, decomposed)
+        lmesh.nodes = nodes
+        return lmesh
     mesh = parts = None
     err = None
     if comm.rank == 0:
-        notes = [] if log else None
         try:
-            where = case.mesh.file if case.mesh.type == "file" else f"the {case.mesh.type} mesh"
-            key = {"box": "mesh.cells", "step": "mesh.cells_x, mesh.cells_y",
-                   "cylinder": "mesh.cells_around"}.get(case.mesh.type, where)
-            fits(generated_cells(case.mesh), key)
-            mesh = from_case(case.mesh, notes)
-            fits(mesh.n_cells, where)
-            mesh.compact_indices()  # before the check: it holds the geometry beside the lists
-            refuse_broken(mesh, where)
-        except MeshError as e:  # read on rank 0 only: every rank must stop with it
+            mesh, parts = cut_mesh(case, comm.size, nodes, log)
+        except RunError as e:  # read on rank 0 only: every rank must stop with it
             err = str(e)
-        for n in notes or ():
-            log(f"mesh: {n}")
-        if err is None:
-            parts = place(mesh, comm.size, case.parallel.decomposition,
-                          case.parallel.placement, nodes)
     err = comm.bcast(err, root=0)
     if err:
         raise RunError(err)
     lmesh = distribute(mesh, parts, comm)
     lmesh.nodes = nodes
     return lmesh
+
+
+def cut_mesh(case, nparts: int, nodes, log=None) -> tuple:
+    """One process: the case's mesh, checked, and the rank of each of its cells for
+    ``nparts`` ranks on ``nodes`` (the node of every rank); a mesh error is a RunError."""
+    from ..limits import generated_cells
+    from ..mesh import MeshError, from_case
+    from ..parallel.topology import place
+
+    notes = [] if log else None
+    try:
+        where = case.mesh.file if case.mesh.type == "file" else f"the {case.mesh.type} mesh"
+        key = {"box": "mesh.cells", "step": "mesh.cells_x, mesh.cells_y",
+               "cylinder": "mesh.cells_around"}.get(case.mesh.type, where)
+        fits(generated_cells(case.mesh), key)
+        mesh = from_case(case.mesh, notes)
+        fits(mesh.n_cells, where)
+        mesh.compact_indices()  # before the check: it holds the geometry beside the lists
+        refuse_broken(mesh, where)
+    except MeshError as e:
+        raise RunError(str(e)) from None
+    finally:
+        for n in notes or ():
+            log(f"mesh: {n}")
+    parts = place(mesh, nparts, case.parallel.decomposition, case.parallel.placement, nodes)
+    return mesh, parts
+
+
+def read_decomposed(case, comm, folder) -> object:
+    """Collective: this rank's part of a decomposed case, every part checked on its rank and
+    the parts against each other (what one rank sends another expects); any rank's problem
+    stops every rank with it."""
+    from pathlib import Path
+
+    from ..parallel.decomposed import DecomposedError, case_digest, read_index, read_part
+
+    lm, err = None, None
+    try:
+        index = read_index(Path(folder), comm.size, case_digest(case))
+        lm = read_part(Path(folder), comm.rank, index)
+    except (DecomposedError, OSError) as e:
+        err = str(e)
+    errors = [e for e in comm.allgather(err) if e]
+    if errors:
+        raise RunError(errors[0])
+    sends = np.zeros(comm.size, np.int64)
+    sends[lm.neighbours] = np.diff(lm.send_ptr)
+    expected = np.zeros(comm.size, np.int64)
+    expected[lm.neighbours] = np.diff(lm.recv_ptr)
+    got = np.array(comm.alltoall(sends.tolist()))
+    owned = comm.allreduce(lm.n_owned)
+    if comm.allreduce(int(not np.array_equal(got, expected))) or owned != lm.n_cells_global:
+        raise RunError(f"{folder}: the parts do not fit together (the cells one rank sends "
+                       "another are not those it expects, or the owned cells do not add up "
+                       "to the mesh): decompose again")
+    return lm
 
 
 def fits(n_cells: int, where: str) -> None:
@@ -276,8 +324,9 @@ class KernelLoading:
         return self._timer.duration if self._timer.done else 0.0
 
 
-def setup(case, comm, threads: int, log) -> Run:
-    """Collective: everything a run steps, timed as the "setup" phase."""
+def setup(case, comm, threads: int, log, decomposed=None) -> Run:
+    """Collective: everything a run steps, timed as the "setup" phase (the mesh from the
+    ``decomposed`` folder's parts where given)."""
     from ..backends import numba_loading
     from ..parallel.reduce import Reducer
     from ..parallel.threads import use_threads
@@ -288,7 +337,7 @@ def setup(case, comm, threads: int, log) -> Run:
     rss_base = rss_bytes()
     with timers("setup"), KernelLoading() as loading:
         t0 = time.perf_counter()
-        lmesh = local_mesh(case, comm, log)
+        lmesh = local_mesh(case, comm, log, decomposed)
         mesh_s = time.perf_counter() - t0 - loading.seconds
         if case.parallel.emulate_network or (case.parallel.emulate_speed and comm.size > 1):
             emulate(case, comm, lmesh, log)
