@@ -81,8 +81,7 @@ def _schema() -> dict[str, Any]:
             "amplitude": _Key(_POSITIVE, 1.0),  # taylor_green(_3d) only: peak speed at t = 0
         },
         "physics": {
-            "model": _Key(_choice("incompressible", "boussinesq", "les", "rans"),
-                          "incompressible"),
+            "model": _Key(_choice("incompressible", "boussinesq", "les", "rans"), "incompressible"),
             "nu": _Key(_POSITIVE),
         },
         "boundary": None,  # one table per mesh patch: see _boundary
@@ -128,6 +127,7 @@ def _schema() -> dict[str, Any]:
                 "cycle": _Key(_choice("auto", "K", "A", "V"), "auto"),
                 # coarse levels with fewer rows per rank move onto fewer ranks (0: never)
                 "agglomerate": _Key(_integer(0, 10**9), 0),
+                "aggregation": _Key(_choice("global", "local"), "global"),  # serial's or own
                 # PISO's last solve starts where the correction before it stopped, moved along
                 # the previous step's last change ("extrapolated"), or there ("previous")
                 "guess": _Key(_choice("extrapolated", "previous"), "extrapolated"),

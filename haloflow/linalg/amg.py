@@ -536,6 +536,7 @@ class AMG:
                            for i, lev in enumerate(self.levels)],
                 "gathered_rows": int(rd.rows) if rd is not None else 0,
                 "gathered_nnz": int(len(rd.indices)) if rd is not None else 0,
+                "aggregation": self.aggregation,
                 "allgathers": int(self.allgathers), "refreshes": int(self.refreshes),
                 "factors_reused": int(self._chol().reused) if self._chol() else 0}
 

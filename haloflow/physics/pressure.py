@@ -609,7 +609,8 @@ class Pressure:
         # the momentum solver's, idle while the pressure is solved
         self.amg = AMG(self.P, self.lm, self.red, strategy=self.halo, timers=self.timers,
                        cycle=self.cfg.cycle, work=self.ws.spare(self._vectors),
-                       dims=len(self.comps), agglomerate=self.cfg.agglomerate)
+                       dims=len(self.comps), agglomerate=self.cfg.agglomerate,
+                       aggregation=self.cfg.aggregation)
         if self.device is None:
             self.compiled = compiled_solver(self.amg, self.krylov)
         else:
