@@ -20,6 +20,10 @@ curve:
   (``[solver.pressure] agglomerate``, ``linalg/agglomerate.py``): fewer messages per
   exchange on those levels, against the leaders' larger share of their work and the
   handovers; every threshold of ``AGGLOMERATE`` is priced and the best one named.
+- **solver choices**: profiles of the same case run other ways (another
+  ``solver.pressure.cycle``, method or tolerance, ``predict --alternative``) priced on the
+  same partitions: a cheaper cycle on one rank can lose at many ranks to one that visits
+  its coarse levels less often, and the fastest is named at every rank count.
 - **threads**: the same cores as fewer ranks of more threads each: fewer, larger messages
   and fewer stages in every reduction, at the threads' efficiency (the profiled run's
   utilisation when it ran threads; else the value given, ideal by default, and the output
@@ -192,4 +196,34 @@ def table(rows: list[dict], network: str, efficiency_note: str) -> list[str]:
         lines.append(f"{r['ranks']:6d} {r['nodes']:5d} {r['step_s']:10.4g} "
                      f"{_pct(r['balanced_step_s'], r['step_s']):>9} {place:>9} {cross:>17} "
                      f"{planes:>11} {thr:>13} {_agglomerate(r):>15}")
+    return lines
+
+
+def choices(alternatives: list, hs: dict, net: M.Curve, shm: M.Curve, lay: M.Layout) -> dict:
+    """``alternatives``: ``(label, Workload)`` of the same case run different ways.  Their
+    predicted s/step at every rank count of ``hs`` and, per rank count, the fastest."""
+    labels = [label for label, _ in alternatives]
+    rows = []
+    for p in sorted(hs):
+        times = [M.predict(w, hs[p], net, shm, lay).step_s for _, w in alternatives]
+        rows.append({"ranks": p, "step_s": dict(zip(labels, times, strict=True)),
+                     "best": labels[int(np.argmin(times))]})
+    return {"labels": labels, "rows": rows}
+
+
+def choices_table(c: dict, network: str) -> list[str]:
+    """The choices as a table, then one line: which to take from which rank count on."""
+    labels = c["labels"]
+    width = max(10, *(len(x) for x in labels))
+    lines = [f"\nsolver choices on {network}: predicted s/step",
+             f"{'ranks':>7} " + " ".join(f"{x:>{width}}" for x in labels) + "  fastest"]
+    for r in c["rows"]:
+        lines.append(f"{r['ranks']:>7} " + " ".join(
+            f"{r['step_s'][x]:>{width}.4g}" for x in labels) + f"  {r['best']}")
+    spans, last = [], None
+    for r in c["rows"]:
+        if r["best"] != last:
+            spans.append(f"{r['best']} from {r['ranks']} ranks")
+            last = r["best"]
+    lines.append(f"take {', then '.join(spans)} ({network})")
     return lines

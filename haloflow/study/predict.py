@@ -88,6 +88,11 @@ def add_parser(sub) -> None:
                    help="price the run with [solver.pressure] agglomerate = ROWS (coarse "
                    "AMG levels below ROWS rows per rank on fewer ranks); default: the "
                    "profiled run's")
+    p.add_argument("--alternative", type=Path, action="append", default=[],
+                   metavar="RUN/profile.json",
+                   help="a profile of the same case run another way (another "
+                        "solver.pressure.cycle, method or tolerance): each is priced at every "
+                        "rank count beside --profile and the fastest named (repeatable)")
     p.add_argument("--shm", type=Path, metavar="FILE.out",
                    help="shared-memory curve for messages within a node (default: measured "
                         "here once and cached)")
@@ -381,6 +386,8 @@ def _main(args) -> int:
             raise M.ModelError(f"--agglomerate {args.agglomerate}: expected rows per rank "
                                "from 0 (off) to 1e9")
         w = replace(w, agglomerate=int(args.agglomerate))
+    alternatives = [(_label(args.profile), w)] + [
+        (_label(a), _alternative(a, w, args.agglomerate)) for a in args.alternative]
     eff, eff_note = thread_efficiency(args, prof, w)
     nets = [None if n == "shm" else M.network(n) for n in names]
     shm = shm_curve(args.shm)
@@ -408,6 +415,10 @@ def _main(args) -> int:
             print(line)
         if not args.quiet and s["gains"]:
             print("\n".join(G.table(s["gains"], s["network"], eff_note)))
+        if len(alternatives) > 1:
+            s["choices"] = G.choices(_unique(alternatives), hs, net, shm, lay)
+            lines = G.choices_table(s["choices"], s["network"])
+            print("\n".join(lines if not args.quiet else lines[-1:]))
     imb = G.measured_imbalance(prof)
     if imb is not None and imb["imbalance"] > 1.02:
         print(f"the profiled {imb['ranks']}-rank run's compute was imbalanced "
@@ -418,6 +429,30 @@ def _main(args) -> int:
         _write(args.outdir, summaries, w, prof, lay, args.compare, hs)
         print(f"results in {os.path.abspath(args.outdir)} (predict.csv, predict.json, plots/)")
     return 0
+
+
+def _label(path: Path) -> str:
+    """A profile's name in the choices table: its run folder's."""
+    path = path.parent if path.name == "profile.json" else path
+    return path.name or str(path)
+
+
+def _unique(alternatives: list) -> list:
+    """Labels made distinct (two run folders of one name: the later ones numbered)."""
+    seen, out = {}, []
+    for label, w in alternatives:
+        seen[label] = seen.get(label, 0) + 1
+        out.append((label if seen[label] == 1 else f"{label}#{seen[label]}", w))
+    return out
+
+
+def _alternative(path: Path, w: M.Workload, agglomerate) -> M.Workload:
+    """The workload of ``--alternative`` ``path``: a profile of the same mesh as ``w``."""
+    _, wa = load_profile(path)
+    if wa.cells != w.cells or wa.dims != w.dims:
+        raise M.ModelError(f"--alternative {path}: {wa.cells} cells in {wa.dims}D, the "
+                           f"profile {w.cells} in {w.dims}D: expected the same case")
+    return wa if agglomerate is None else replace(wa, agglomerate=int(agglomerate))
 
 
 def _simgrid(args, names: list[str], lay: M.Layout, log) -> int:

@@ -14,7 +14,7 @@ from haloflow.parallel.decompose import decompose
 from haloflow.parallel.local import build_local
 from haloflow.study import model as M
 from haloflow.study.node import Node
-from haloflow.study.predict import parse_ranks
+from haloflow.study.predict import parse_ranks, shm_curve
 
 
 def synthetic_profile(cells=65536, dims=2, compute=0.3, serial=0.02, exchanges=500.0,
@@ -285,6 +285,41 @@ def test_predict_writes_table_csv_json_and_plots(tmp_path, capsys, shm_file):
     rows = (out / "predict.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 7
     assert (out / "plots" / "predict-compare.png").stat().st_size > 10_000
+
+
+def test_predict_prices_alternatives_and_names_the_fastest(tmp_path, capsys, shm_file):
+    """``--alternative``: the same case run another way, priced on the same partitions; a
+    solve that computes more but exchanges less wins only from some rank count on, and the
+    table says so.  Each column is the model's own prediction of that profile."""
+    runs = {"lean": synthetic_profile(compute=0.4, exchanges=100.0, allreduces=100.0),
+            "busy": synthetic_profile(compute=0.3, exchanges=900.0, allreduces=900.0)}
+    for name, doc in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "profile.json").write_text(json.dumps(doc))
+    out = tmp_path / "pred"
+    rc, text, err = _cli(capsys, "--profile", str(tmp_path / "busy" / "profile.json"),
+                         "--alternative", str(tmp_path / "lean"), "--network", "gige-tcp",
+                         "--ranks", "1..64", "--shm", str(shm_file), "--cores-per-node", "4",
+                         "-o", str(out))
+    assert rc == 0, err
+    doc = json.loads((out / "predict.json").read_text())
+    choice = doc["networks"][0]["choices"]
+    assert choice["labels"] == ["busy", "lean"]
+    best = [r["best"] for r in choice["rows"]]
+    assert best[0] == "busy" and best[-1] == "lean"  # one rank computes; 64 ranks talk
+    first_lean = next(r["ranks"] for r in choice["rows"] if r["best"] == "lean")
+    assert f"take busy from 1 ranks, then lean from {first_lean} ranks" in text
+    lean = M.Workload.from_profile(runs["lean"])
+    for r in choice["rows"]:
+        h = M.halo_of_grid(lean.cells, r["ranks"], lean.dims)
+        want = M.predict(lean, h, M.network("gige-tcp"), shm_curve(shm_file), 4).step_s
+        assert r["step_s"]["lean"] == pytest.approx(want, rel=1e-12)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "profile.json").write_text(json.dumps(synthetic_profile(cells=4096)))
+    rc, _, err = _cli(capsys, "--profile", str(tmp_path / "busy"), "--alternative", str(other),
+                      "--shm", str(shm_file))
+    assert rc == 2 and "expected the same case" in err and err.count("\n") == 1
 
 
 def test_calls_from_compiled_code_pay_no_python_call_cost():
