@@ -93,8 +93,8 @@ def _n_distinct(conn):
 
 
 # -- XML, streamed ---------------------------------------------------------------------------
-# A piece is written as it is made, a block of cells at a time: the writer's memory is a
-# block's, not the document's (a whole-document string held the fields several times over).
+# A piece is written as it is made, a block of cells at a time: the writer holds a block's
+# work, never the document (its base64 text is a third larger than the arrays it holds).
 
 class _Base64:
     """Base64 of a byte stream fed in pieces, written to a text file as it comes (the one to
