@@ -10,19 +10,14 @@ that the two OpenFOAM discretisation choices (``solver.implicit_convection``,
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from mpi4py import MPI
 
 from haloflow.case import CaseError, load_case
-from haloflow.mesh import from_case
-from haloflow.parallel import halo
-from haloflow.parallel.local import build_local
-from haloflow.physics import solver_from_case
+from tests import foam_reference
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "elbow"
 OPENFOAM = ("solver.implicit_convection=true", "solver.ddt_corr=true")
@@ -30,25 +25,12 @@ TIMES = {1: "0.05", 20: "1"}  # steps: icoFoam's time directory
 
 
 def run(steps: int, *overrides) -> tuple[np.ndarray, np.ndarray]:
-    """haloflow's ``U[3, n]`` and ``p[n]`` after ``steps`` steps, in the polyMesh's cell
-    order."""
-    case = load_case(DATA / "elbow.toml", overrides)
-    mesh = from_case(case.mesh, [])
-    lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
-    s = solver_from_case(lm, case, halo.make("packed", lm, MPI.COMM_SELF), MPI.COMM_SELF)
-    for _ in range(steps):
-        s.step()
-    n = lm.n_owned
-    U, p = np.zeros((3, mesh.n_cells)), np.zeros(mesh.n_cells)
-    U[:, lm.global_cells[:n]] = s.U[:, :n]
-    p[lm.global_cells[:n]] = s.p[:n]
-    return U, p
+    return foam_reference.run(DATA / "elbow.toml", steps, *overrides)
 
 
 def reference(steps: int) -> tuple[np.ndarray, np.ndarray]:
     """icoFoam's ``U[2, n]`` (x, y) and ``p[n]`` after ``steps`` steps."""
-    a = np.loadtxt(DATA / "reference" / f"t{TIMES[steps]}.txt")
-    return a[:, :2].T, a[:, 2]
+    return foam_reference.reference(DATA, TIMES[steps])
 
 
 def differences(steps: int, *overrides) -> tuple[float, float, float]:
@@ -101,29 +83,6 @@ def test_openfoam_options_say_what_they_need(overrides, expected):
     assert expected in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
-# -- the reference ------------------------------------------------------------------------------
-
-def _internal_field(path: Path, vector: bool) -> np.ndarray:
-    """The nonuniform internalField of an ASCII OpenFOAM field file."""
-    text = path.read_text()
-    m = re.search(r"internalField\s+nonuniform\s+List<\w+>\s*(\d+)\s*\(", text)
-    n, body = int(m.group(1)), text[m.end():]
-    if vector:
-        rows = re.findall(r"\(([^()]*)\)", body)[:n]
-        return np.array([[float(x) for x in r.split()] for r in rows])
-    return np.array(body.split(")")[0].split(), dtype=float)[:n]
-
-
-def write_reference(foam_case: str) -> None:
-    """``reference/t<time>.txt`` (Ux Uy p per cell) from icoFoam's time directories."""
-    out = DATA / "reference"
-    out.mkdir(exist_ok=True)
-    for t in TIMES.values():
-        U = _internal_field(Path(foam_case) / t / "U", True)
-        p = _internal_field(Path(foam_case) / t / "p", False)
-        np.savetxt(out / f"t{t}.txt", np.column_stack([U[:, :2], p]), fmt="%.7g",
-                   header=f"icoFoam (OpenFOAM v1912) elbow at t = {t}: Ux Uy p per cell")
-
-
 if __name__ == "__main__":  # python -m tests.validation.test_elbow <icoFoam case>
-    write_reference(sys.argv[1])
+    foam_reference.write_reference(Path(sys.argv[1]), DATA, TIMES.values(),
+                                   "icoFoam (OpenFOAM v1912) elbow")
