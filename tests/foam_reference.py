@@ -34,9 +34,10 @@ def run(case_file: Path, steps: int, *overrides) -> tuple[np.ndarray, np.ndarray
 
 
 def reference(data: Path, time: str) -> tuple[np.ndarray, np.ndarray]:
-    """The OpenFOAM solver's ``U[2, n]`` (x, y) and ``p[n]`` at ``time``."""
+    """The OpenFOAM solver's ``U[d, n]`` (x, y and, from a 3D case, z) and ``p[n]`` at
+    ``time``."""
     a = np.loadtxt(data / "reference" / f"t{time}.txt")
-    return a[:, :2].T, a[:, 2]
+    return a[:, :-1].T, a[:, -1]
 
 
 def internal_field(path: Path, vector: bool) -> np.ndarray:
@@ -50,12 +51,14 @@ def internal_field(path: Path, vector: bool) -> np.ndarray:
     return np.array(body.split(")")[0].split(), dtype=float)[:n]
 
 
-def write_reference(foam_case: Path, data: Path, times, what: str) -> None:
-    """``data/reference/t<time>.txt`` (Ux Uy p per cell) from the solver's time folders."""
+def write_reference(foam_case: Path, data: Path, times, what: str, dims: int = 2) -> None:
+    """``data/reference/t<time>.txt`` (Ux Uy p per cell, Ux Uy Uz p where the case is 3D)
+    from the solver's time folders."""
     out = data / "reference"
     out.mkdir(exist_ok=True)
     for t in times:
         U = internal_field(Path(foam_case) / t / "U", True)
         p = internal_field(Path(foam_case) / t / "p", False)
-        np.savetxt(out / f"t{t}.txt", np.column_stack([U[:, :2], p]), fmt="%.12g",
-                   header=f"{what} at t = {t}: Ux Uy p per cell")
+        cols = "Ux Uy Uz p" if dims == 3 else "Ux Uy p"
+        np.savetxt(out / f"t{t}.txt", np.column_stack([U[:, :dims], p]), fmt="%.12g",
+                   header=f"{what} at t = {t}: {cols} per cell")
