@@ -1,0 +1,139 @@
+"""A built-in steady case as an OpenFOAM case for simpleFoam: haloflow's own mesh (its cell
+order kept, internal faces in OpenFOAM's upper-triangular order), haloflow's own inlet
+values, laminar, the case's nu and SIMPLE relaxation, Gauss linear, solved to residuals of
+1e-9 (the cylinder also with OpenFOAM's ``forces`` on its wall).
+
+    .venv/bin/python tests/data/simplefoam_case.py CASE /tmp/out PITZDAILY
+    cd /tmp/out && source /usr/share/openfoam/etc/bashrc && simpleFoam
+
+CASE: backward_step or cylinder.  PITZDAILY: a copy of OpenFOAM's simpleFoam/pitzDaily
+tutorial, whose system/ files are taken and edited (OpenFOAM v1912).  The tests that use the
+answers (tests/validation/test_backward_step.py, test_cylinder.py) say how they are read off.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+from mpi4py import MPI
+
+from haloflow.case import load_case
+from haloflow.mesh import from_case
+from haloflow.parallel import halo
+from haloflow.parallel.local import build_local
+from haloflow.physics import solver_from_case
+
+FOAM_KIND = {"wall": "wall", "empty": "empty"}  # haloflow's boundary type: polyMesh's
+
+
+def header(cls: str, obj: str, note: str = "") -> str:
+    note = f'    note        "{note}";\n' if note else ""
+    return (f"FoamFile\n{{\n    version     2.0;\n    format      ascii;\n    class       {cls};\n"
+            f"{note}    object      {obj};\n}}\n\n")
+
+
+def vec(v) -> str:
+    return f"({float(v[0])!r} {float(v[1])!r} {float(v[2])!r})"
+
+
+def write_mesh(mesh, pm: Path, kinds: dict) -> None:
+    ni = mesh.n_internal
+    own, nbr = np.asarray(mesh.owner), np.asarray(mesh.neighbour)
+    assert np.all(own[:ni] < nbr), "faces oriented from the lower cell id"
+    order = np.lexsort((nbr, own[:ni]))
+    perm = [*order, *range(ni, mesh.n_faces)]
+    ptr, nodes = np.asarray(mesh.face_ptr), np.asarray(mesh.face_nodes)
+    note = (f"nPoints:{len(mesh.points)}  nCells:{mesh.n_cells}  nFaces:{mesh.n_faces}  "
+            f"nInternalFaces:{ni}")
+    pm.mkdir(parents=True, exist_ok=True)
+    (pm / "points").write_text(header("vectorField", "points") + f"{len(mesh.points)}\n(\n"
+                               + "".join(vec(p) + "\n" for p in mesh.points) + ")\n")
+    (pm / "faces").write_text(header("faceList", "faces") + f"{mesh.n_faces}\n(\n" + "".join(
+        f"{ptr[f + 1] - ptr[f]}({' '.join(map(str, nodes[ptr[f]:ptr[f + 1]]))})\n"
+        for f in perm) + ")\n")
+    (pm / "owner").write_text(header("labelList", "owner", note) + f"{mesh.n_faces}\n(\n"
+                              + "".join(f"{own[f]}\n" for f in perm) + ")\n")
+    (pm / "neighbour").write_text(header("labelList", "neighbour", note) + f"{ni}\n(\n"
+                                  + "".join(f"{nbr[f]}\n" for f in order) + ")\n")
+    patches = "".join(f"    {p.name}\n    {{\n        type {kinds.get(p.name, 'patch')};\n"
+                      f"        nFaces {p.size};\n        startFace {p.start};\n    }}\n"
+                      for p in mesh.patches)
+    (pm / "boundary").write_text(header("polyBoundaryMesh", "boundary")
+                                 + f"{len(mesh.patches)}\n(\n{patches})\n")
+
+
+def field_files(case, mesh, s, out: Path) -> None:
+    """0/U and 0/p from the case's boundary types; the inlets take haloflow's own values."""
+    u, p = [], []
+    for patch in mesh.patches:
+        kind = case.boundary[patch.name].type
+        if kind == "inlet":
+            b0 = patch.start - mesh.n_internal
+            values = s.bc.u_value[b0:b0 + patch.size]
+            u.append(f"    {patch.name} {{ type fixedValue; value nonuniform List<vector> "
+                     f"{patch.size}\n(\n" + "".join(vec(v) + "\n" for v in values) + "); }")
+            p.append(f"    {patch.name} {{ type zeroGradient; }}")
+        elif kind == "outlet":
+            u.append(f"    {patch.name} {{ type zeroGradient; }}")
+            p.append(f"    {patch.name} {{ type fixedValue; value uniform 0; }}")
+        elif kind in ("wall", "empty"):
+            wall = kind == "wall"
+            u.append(f"    {patch.name} {{ type {'noSlip' if wall else 'empty'}; }}")
+            p.append(f"    {patch.name} {{ type {'zeroGradient' if wall else 'empty'}; }}")
+        else:
+            raise SystemExit(f"{patch.name}: boundary type {kind} is not mapped")
+    (out / "0").mkdir(exist_ok=True)
+    (out / "0" / "U").write_text(header("volVectorField", "U") + (
+        "dimensions [0 1 -1 0 0 0 0];\ninternalField uniform (0 0 0);\nboundaryField\n{\n"
+        + "\n".join(u) + "\n}\n"))
+    (out / "0" / "p").write_text(header("volScalarField", "p") + (
+        "dimensions [0 2 -2 0 0 0 0];\ninternalField uniform 0;\nboundaryField\n{\n"
+        + "\n".join(p) + "\n}\n"))
+
+
+def main(name: str, out: Path, tutorial: Path) -> None:
+    case = load_case(name)
+    mesh = from_case(case.mesh)
+    kinds = {p.name: FOAM_KIND.get(case.boundary[p.name].type, "patch") for p in mesh.patches}
+    write_mesh(mesh, out / "constant" / "polyMesh", kinds)
+    lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
+    s = solver_from_case(lm, case, halo.make("packed", lm, MPI.COMM_SELF), MPI.COMM_SELF)
+    field_files(case, mesh, s, out)
+    const = out / "constant"
+    (const / "transportProperties").write_text(
+        header("dictionary", "transportProperties")
+        + f"transportModel Newtonian;\nnu {case.physics.nu!r};\n")
+    for name in ("momentumTransport", "turbulenceProperties"):
+        (const / name).write_text(header("dictionary", name) + "simulationType laminar;\n")
+    shutil.copytree(tutorial / "system", out / "system", dirs_exist_ok=True)
+    sch = out / "system" / "fvSchemes"
+    sch.write_text(re.sub(r"div\(phi,U\)\s+[^;]*;", "div(phi,U) bounded Gauss linear;",
+                          sch.read_text()))
+    sol = out / "system" / "fvSolution"
+    text = sol.read_text().replace("consistent      yes;", "consistent      no;")
+    text = re.sub(r"residualControl\s*\{[^}]*\}", "residualControl { p 1e-9; U 1e-9; }", text)
+    rx = case.solver.relaxation
+    text = re.sub(r"relaxationFactors\s*\{.*\}\s*",
+                  f"relaxationFactors\n{{\n    fields {{ p {rx.p!r}; }}\n"
+                  f"    equations {{ U {rx.U!r}; }}\n}}\n", text, flags=re.S)
+    text = re.sub(r"tolerance\s+[^;]*;", "tolerance 1e-12;", text)
+    sol.write_text(re.sub(r"relTol\s+[^;]*;", "relTol 0;", text))
+    ctl = out / "system" / "controlDict"
+    text = re.sub(r"^endTime .*", "endTime 20000;", ctl.read_text(), flags=re.M)
+    text = re.sub(r"^writeInterval .*", "writeInterval 20000;", text, flags=re.M)
+    text = re.sub(r"#includeFunc.*\n", "", text)
+    if "cylinder" in kinds:  # the wall's pressure and viscous forces, per unit density
+        text = re.sub(r"functions\s*\{[^}]*\}", "functions\n{\n    forces\n    {\n"
+                      "        type forces;\n        libs (\"libforces.so\");\n"
+                      "        writeControl timeStep;\n        writeInterval 1;\n"
+                      "        patches (cylinder);\n        rho rhoInf;\n        rhoInf 1;\n"
+                      "        CofR (0 0 0);\n    }\n}", text)
+    ctl.write_text(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))
