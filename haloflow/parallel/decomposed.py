@@ -114,6 +114,8 @@ def _array(z: zipfile.ZipFile, path: Path, name: str) -> np.ndarray:
         raise DecomposedError(f"{path}: no array {name!r}") from None
     if info.compress_type != zipfile.ZIP_STORED:
         raise DecomposedError(f"{path}: array {name!r} is compressed (expected as written)")
+    if info.file_size != info.compress_size or info.file_size > path.stat().st_size:
+        raise DecomposedError(f"{path}: array {name!r} claims more bytes than the file holds")
     with z.open(member) as f:
         try:
             version = np.lib.format.read_magic(f)
@@ -186,7 +188,7 @@ def check_part(lm: LocalMesh, ranks: int) -> str | None:
          "global cell ids do not match the cell counts"),
         (np.all(np.diff(lm.global_cells[:lm.n_owned]) > 0), "owned cells not ascending"),
         (lm.points.ndim == 2 and lm.points.shape[1:] == (3,), "points are not (n, 3)"),
-        (len(lm.face_ptr) == nf + 1 and nf > 0 and int(lm.face_ptr[0]) == 0
+        (len(lm.face_ptr) == nf + 1 and int(lm.face_ptr[0]) == 0
          and np.all(np.diff(lm.face_ptr) >= 3) and int(lm.face_ptr[-1]) == len(lm.face_nodes),
          "face offsets do not match the faces"),
         (_within(lm.face_nodes, len(lm.points)), "face nodes outside the points"),
