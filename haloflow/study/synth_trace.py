@@ -17,7 +17,10 @@ Each rank's trace is the step as the analytic model sees it, rank by rank:
   and the Python layer's cost of an MPI call before each allreduce and allgather it makes.
 
 The kinds of operation are spread evenly over the step (the k-th of n at (k + 1/2) / n of
-it), all ranks in the same order, as the solver's loops make them.  Agglomerated coarse
+it), all ranks in the same order, as the solver's loops make them.  Where a whole step is
+more than SimGrid can replay in minutes (tens of millions of actions at 3 072 ranks),
+``write(fraction=)`` writes a sample of every kind of operation and ``sample_scale`` says
+what its replayed time is multiplied by.  Agglomerated coarse
 levels (``agglomerate`` > 0) are not written: their handovers are not synthesised.
 """
 
@@ -121,9 +124,10 @@ def _compute(rank: int, seconds: float, speed: float) -> str:
 
 
 def scaled(c: StepCounts, fraction: float) -> StepCounts:
-    """The counts of ``fraction`` of a step, each kind's rounded."""
+    """The counts of ``fraction`` of a step, each kind's rounded, at least one of every kind
+    the step has (``sample_scale`` weighs what rounding gave too much or too little)."""
     def f(n: int) -> int:
-        return int(round(n * fraction))
+        return max(int(round(n * fraction)), 1) if n else 0
 
     return StepCounts(f(c.mesh), [f(n) for n in c.levels], f(c.allreduces),
                       int(round(f(c.allreduces) * c.python_allreduces / c.allreduces))
@@ -134,9 +138,10 @@ def write(folder: Path, w: M.Workload, halo: M.Halo, layout: M.Layout,
           speed: float = 1e9, fraction: float = 1.0) -> tuple[Path, StepCounts]:
     """One step of ``w`` on the ranks of ``halo`` as ``folder/rank-R.txt`` (cores of
     ``speed`` flop/s) and the listing ``folder/traces.txt`` that ``smpirun -replay`` takes.
-    ``fraction`` < 1 writes that share of the step instead (``scaled`` counts, each
-    operation with its compute as in the whole step): a sample whose replayed time over
-    ``fraction`` estimates the step's where the whole step would take SimGrid too long."""
+    ``fraction`` < 1 writes about that share of the step instead (``scaled`` counts, every
+    operation with its computation as in the whole step): a sample whose replayed time
+    times ``sample_scale`` estimates the step's where the whole step would take SimGrid
+    too long."""
     if not 0 < fraction <= 1:
         raise M.ModelError(f"fraction {fraction!r} of a step: expected 0 < fraction <= 1")
     P = halo.ranks
@@ -157,19 +162,18 @@ def write(folder: Path, w: M.Workload, halo: M.Halo, layout: M.Layout,
     nnz_piece = max(int(round(8 * w.gathered_nnz / P)), 1)
     cs = scaled(c, fraction) if fraction < 1 else c
     ops = schedule(cs)
-    comp *= fraction  # the sample's computation: that share of every kind's
-    n_gather = cs.gathers + cs.refreshes
+    n_gather = c.gathers + c.refreshes
     folder.mkdir(parents=True, exist_ok=True)
     names = []
     for r in range(P):
-        burst = {("mesh", 0): comp[0, r] / max(cs.mesh, 1),
-                 **{("level", k): comp[2 + k, r] / max(n, 1) for k, n in enumerate(cs.levels)}}
+        burst = {("mesh", 0): comp[0, r] / max(c.mesh, 1),
+                 **{("level", k): comp[2 + k, r] / max(n, 1) for k, n in enumerate(c.levels)}}
         fixed = comp[1, r] / n_gather if n_gather else 0.0
         blocks = {key: _exchange(r, ex[0 if key[0] == "mesh" else 1 + key[1]][r])
                   for key in burst}
         text = [f"{r} init\n"]
         if not ops:  # one rank, or nothing to exchange: all of the computation at once
-            text.append(_compute(r, comp[:, r].sum(), speed))
+            text.append(_compute(r, comp[:, r].sum() * fraction, speed))
         for kind, lv in ops:
             if kind in ("mesh", "level"):
                 text.append(_compute(r, burst[kind, lv], speed))
@@ -184,7 +188,7 @@ def write(folder: Path, w: M.Workload, halo: M.Halo, layout: M.Layout,
                 text.append(f"{r} allgather {piece} {piece}\n")
                 text.append(_compute(r, fixed, speed))
         if ops and not n_gather:
-            text.append(_compute(r, comp[1, r], speed))
+            text.append(_compute(r, comp[1, r] * fraction, speed))
         text.append(f"{r} finalize\n")
         path = folder / f"rank-{r}.txt"
         path.write_text("".join(text), encoding="ascii")
@@ -192,3 +196,30 @@ def write(folder: Path, w: M.Workload, halo: M.Halo, layout: M.Layout,
     listing = folder / "traces.txt"
     listing.write_text("\n".join(names) + "\n", encoding="ascii")
     return listing, c
+
+
+def sample_scale(w: M.Workload, halo: M.Halo, layout: M.Layout, net: M.Curve, shm: M.Curve,
+                 fraction: float) -> float:
+    """What a sample's replayed time is multiplied by to estimate the whole step's: the
+    analytic model's time of the step's operations over that of the sample's, kind by kind
+    (its busiest rank's exchanges and their computation, allreduces, allgathers with the
+    redundant solve).  ``1 / fraction`` where rounding left every kind's share exact; a
+    sample that rounded a kind's count up or down is corrected by that kind's weight."""
+    P = halo.ranks
+    c = step_counts(w, P)
+    cs = scaled(c, fraction) if fraction < 1 else c
+    if P == 1:
+        return 1.0 / fraction
+    pred = M.predict(w, halo, net, shm, layout)
+    leads = M.level_leaders(w, P, layout.per_node(w))
+    comp = rank_compute(w, [halo] + [M.merged(halo, lead) for lead in leads], layout)
+    b = int(np.argmax(comp.sum(axis=0)))
+    halo_s = [t for _, t in pred.halo_parts]
+    kinds = [(c.mesh, cs.mesh, halo_s[0] + comp[0, b])]
+    kinds += [(n, m, halo_s[1 + k] + comp[2 + k, b])
+              for k, (n, m) in enumerate(zip(c.levels, cs.levels, strict=True))]
+    kinds += [(c.allreduces, cs.allreduces, pred.reduce_s),
+              (c.gathers + c.refreshes, cs.gathers + cs.refreshes, pred.gather_s + comp[1, b])]
+    whole = sum(t for n, _, t in kinds if n)
+    sample = sum(t * m / n for n, m, t in kinds if n)
+    return whole / sample if sample > 0 else 1.0 / fraction

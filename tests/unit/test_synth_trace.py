@@ -77,6 +77,14 @@ def test_a_sample_of_the_step_keeps_its_share_of_the_computation(tmp_path):
     whole = M.compute_s(w, 16.0, 4, M.Layout(2), (0.25,)) + 12 * w.mpi_call_s
     flops = sum(int(a[2]) for a in acts if a[1] == "compute")
     assert flops == pytest.approx(0.25 * whole * SPEED, abs=len(acts))
+    net = M.network("infiniband-fdr")
+    # every kind's share exact: the sample's time scales by 1 / fraction; a count rounded
+    # up (7 exchanges: 1.75 -> 2 in a quarter) weighs less than a quarter of the step
+    assert T.sample_scale(w, halo, M.Layout(2), net, net, 0.25) == pytest.approx(4.0)
+    odd = workload(exchanges=7.0, levels=[(16, 8.0, 4.0)], allreduces=8.0, gathers=4.0,
+                   refreshes=0.0, compiled_allreduces=0.0)
+    assert T.scaled(T.step_counts(odd, 4), 0.25).mesh == 2
+    assert T.sample_scale(odd, halo, M.Layout(2), net, net, 0.25) < 4.0
     with pytest.raises(M.ModelError, match="fraction"):
         T.write(tmp_path, w, halo, M.Layout(2), SPEED, fraction=0.0)
 
