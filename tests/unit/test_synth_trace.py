@@ -6,6 +6,7 @@ defines it."""
 
 from __future__ import annotations
 
+import subprocess
 from collections import Counter
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from haloflow.study import model as M
 from haloflow.study import synth_trace as T
 from haloflow.study.simgrid import ENVELOPE, Platform, replay
+from haloflow.study.trace import TraceError
 from tests.simgrid_traces import require_smpirun
 
 SPEED = 1e9
@@ -109,3 +111,22 @@ def test_one_message_replays_as_latency_plus_size_over_bandwidth(tmp_path, value
         ["finalize"]]
     t = replay(listing, 2, Platform(2, 1, SPEED, lat, bw, 1e-6, 2e9), tmp_path / "run")
     assert t == pytest.approx(lat + (8 * values + ENVELOPE) / bw, rel=1e-5)
+
+
+def test_a_replay_past_its_timeout_leaves_no_simulator_behind(tmp_path):
+    require_smpirun()
+    ranks = {r: [f"isend {1 - r} 0 8", f"irecv {1 - r} 0 8", "waitall"] * 200_000
+             for r in (0, 1)}
+    folder = tmp_path / "tr"
+    folder.mkdir()
+    for r, lines in ranks.items():
+        (folder / f"rank-{r}.txt").write_text(
+            "".join(f"{r} {x}\n" for x in ["init", *lines, "finalize"]))
+    listing = folder / "traces.txt"
+    listing.write_text(f"{folder / 'rank-0.txt'}\n{folder / 'rank-1.txt'}\n")
+    with pytest.raises(TraceError, match="ran past"):
+        replay(listing, 2, Platform(2, 1, SPEED, 1e-6, 1e9, 1e-6, 2e9), tmp_path / "run",
+               timeout=0.5)
+    left = subprocess.run(["pgrep", "-f", f"smpi/replay:{listing}"], capture_output=True,
+                          text=True)
+    assert left.stdout == ""
