@@ -25,8 +25,10 @@ CPU overhead per message (LogGP's o and its per-byte part) becomes SMPI's ``smpi
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +132,20 @@ def find_smpirun() -> str:
     return path
 
 
+def _run(cmd: list, workdir: Path, timeout: float) -> subprocess.CompletedProcess:
+    """``cmd`` in its own process group: past ``timeout`` the whole group is killed
+    (``smpirun`` is a shell script; its simulator would outlive a kill of the script)."""
+    with subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def replay(listing: Path, ranks: int, p: Platform, workdir: Path, extra: tuple = (),
            timeout: float = 3600) -> float:
     """Simulated seconds of the traces listed in ``listing`` (one file per rank) on ``p``."""
@@ -143,7 +159,7 @@ def replay(listing: Path, ranks: int, p: Platform, workdir: Path, extra: tuple =
            "-replay", str(listing), *CONFIG, f"--cfg=smpi/os:{overhead}",
            f"--cfg=smpi/ois:{overhead}", f"--cfg=smpi/or:{overhead}", *extra]
     try:
-        r = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
+        r = _run(cmd, workdir, timeout)
     except subprocess.TimeoutExpired:
         raise TraceError(f"the SimGrid replay ran past {timeout:g} s: {' '.join(cmd)}") from None
     except OSError as e:
