@@ -86,6 +86,24 @@ def test_a_header_claiming_more_than_the_file_holds_allocates_nothing(parts):
         read_part(out, 0, index)
 
 
+def test_a_member_claiming_more_bytes_than_the_file_allocates_nothing(parts):
+    """The zip's directory says the member holds 2 GB (a header to match would then pass
+    the header check): refused from the sizes alone."""
+    import struct
+
+    case, out = parts
+    index = read_index(out, 2, case_digest(case))
+    path = out / "processor1.npz"
+    data = bytearray(path.read_bytes())
+    at = data.find(b"PK\x01\x02")
+    while at != -1:  # every central directory entry: compressed and plain sizes
+        data[at + 20:at + 28] = struct.pack("<II", 2**31, 2**31)
+        at = data.find(b"PK\x01\x02", at + 4)
+    path.write_bytes(bytes(data))
+    with pytest.raises(DecomposedError, match="claims more bytes than the file holds"):
+        read_part(out, 1, index)
+
+
 @pytest.mark.parametrize("name,change,why", [
     ("owner", lambda a: a + 10**6, "face cells outside the cells"),
     ("face_nodes", lambda a: -a - 1, "face nodes outside the points"),
