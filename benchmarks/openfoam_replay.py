@@ -278,7 +278,7 @@ def main() -> int:
            "loadavg_start": os.getloadavg(), "cpu_speed": a.cpu_speed,
            "networks": list(NETWORKS)}
     with tempfile.TemporaryDirectory(prefix="openfoam-replay-") as tmp:
-        root = a.keep or Path(tmp)
+        root = (a.keep or Path(tmp)).resolve()  # commands run inside the case folders
         root.mkdir(parents=True, exist_ok=True)
         if not a.no_cavity:
             doc["cavity"] = cavity(env, root, a, shm)
