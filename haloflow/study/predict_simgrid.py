@@ -86,7 +86,8 @@ def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout, modelled: dict, 
         listing = decompress(files, Path(tmp) / "traces")
         for pid, net in enumerate(nets, 1):
             p = platform(net, shm, ranks, per_node, speed, args)
-            work = (args.outdir / "simgrid" / _safe(net.name)) if args.outdir else \
+            # absolute: smpirun runs in ``work`` and is given the platform's path
+            work = (args.outdir.resolve() / "simgrid" / _safe(net.name)) if args.outdir else \
                 Path(tmp) / _safe(net.name)
             paje = work / TL.PAJE
             seconds = replay(listing, ranks, p, work,

@@ -102,6 +102,20 @@ def test_predict_replays_a_trace_folder(tmp_path):
     assert row["nodes"] == 2 and (out / "simgrid" / "net.out" / "platform.xml").exists()
 
 
+def test_predict_with_a_relative_outdir(tmp_path):
+    trace = gz_trace(tmp_path / "tr", {0: ["compute 1000000"], 1: ["compute 3000000"]})
+    shm = hockney_out(tmp_path / "shm.out", LOOP_LAT, LOOP_BW)
+    out = tmp_path / "pred"
+    rel = os.path.relpath(out, Path(__file__).resolve().parents[2])  # predict runs there
+    assert not Path(rel).is_absolute()
+    r = predict(["--trace", str(trace), "--network", "shm", "--shm", str(shm),
+                 "--cores-per-node", "2", "-o", rel])
+    assert r.returncode == 0, r.stderr
+    row = json.loads((out / "simgrid.json").read_text())["rows"][0]
+    assert row["step_s"] == pytest.approx(3e-3, rel=1e-6)
+    assert (out / "simgrid" / "shm" / "platform.xml").exists()
+
+
 def test_predict_without_simgrid_is_one_line_exit_2(tmp_path):
     trace = gz_trace(tmp_path / "tr", {0: ["compute 10"]})
     shm = hockney_out(tmp_path / "shm.out", LOOP_LAT, LOOP_BW)
