@@ -151,7 +151,7 @@ def _schema() -> dict[str, Any]:
             # what a rank's idle threads do between parallel regions: sleep (safe when other
             # jobs share the cores), auto (spin briefly where the node's ranks x threads fit
             # its cores) or spin (for cores of its own): run/setup.py
-            "thread_wait": _Key(_choice("sleep", "auto", "spin"), "sleep"),
+            "thread_wait": _Key(_choice("sleep", "auto", "spin"), "auto"),
             # parts onto ranks: block, nodes (two-level: nodes, then cores), permute
             "placement": _Key(_choice("block", "nodes", "permute"), "block"),
             "ranks_per_node": _Key(_integer(0, 1 << 20), 0),  # 0: MPI_COMM_TYPE_SHARED

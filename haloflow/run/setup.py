@@ -55,27 +55,23 @@ class Run:
 WAIT_POLICY = {"sleep": "passive", "spin": "active"}  # OpenMP's OMP_WAIT_POLICY
 
 
-def set_threads(threads: int, wait: str = "sleep", comm=None) -> str | None:
+def set_threads(threads: int, wait: str = "auto", comm=None) -> str | None:
     """Numba threads per rank, at most the ``NUMBA_NUM_THREADS`` numba may use here, and
     what OpenMP's threads do while they wait at a region's end (``parallel.thread_wait``)
     unless the environment's ``OMP_WAIT_POLICY`` says; returns the policy in effect
     (``passive``, ``active``, ``default``: the OpenMP runtime's own) or None on one thread.
 
-    ``sleep`` (passive, the default): a thread that waits sleeps, and every region wakes it
-    (10-80 us on this VM): safe where other processes share the cores.  ``spin`` (active):
-    it spins, and holds the core its partner needs whenever the cores are shared (on this
-    2-core machine under loads of 11-16, 1 rank x 2 threads took 22.8 s/step on the 64^3
-    cavity spinning by OpenMP's default against 2.9-4.8 sleeping).  ``auto``: the runtime's
-    default (GNU OpenMP spins about 300 000 times, a fraction of a millisecond, then sleeps:
-    it spans the gaps between a solve's regions and sleeps through the serial phases) where
-    this node's ranks times threads fit the cores this process may run on, else sleep, as
-    MPI libraries stop spinning when oversubscribed.  Other jobs' load is not seen: on
-    shared cores, say ``sleep``.  On this VM's idle cores the 64^3 pressure solve alone ran
-    1.1-1.6x faster spinning briefly than sleeping (separate processes), but whole steps
-    showed no steady difference (1 rank x 2 threads, three runs of five, sleeping best in
-    one, ``auto`` in two: docs/performance.md, "Threads"), so the safe ``sleep`` stays the
-    default.  Set before numba starts its threads, which is when OpenMP reads it.
-    Collective where ``wait`` is ``auto`` (the node's ranks)."""
+    ``auto`` (the default): the runtime's own policy (GNU OpenMP spins about 300 000 times,
+    a fraction of a millisecond, then sleeps: it spans the gaps between a solve's regions and
+    sleeps through the serial phases) where this node's ranks times threads fit the cores
+    this process may run on, else ``sleep``, as MPI libraries stop spinning when
+    oversubscribed.  ``sleep`` (passive): a thread that waits sleeps and every region wakes
+    it, which costs the 64^3 cavity on 1 rank x 2 threads 1.36x the step of ``auto`` here
+    (docs/performance.md, "Threads"); it is for cores that other jobs share, whose load
+    ``auto`` does not see.  ``spin`` (active): for cores of the run's own; under load a
+    spinning thread holds the core its partner needs (22.8 s/step against 2.9-4.8 sleeping
+    on this 2-core machine at loads of 11-16).  Set before numba starts its threads, which is
+    when OpenMP reads it.  Collective where ``wait`` is ``auto`` (the node's ranks)."""
     import os
 
     import numba

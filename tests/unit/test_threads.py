@@ -241,7 +241,8 @@ def _wait_policy(tmp_path, name, sets, env_policy=None, cores=None):
 
 def test_thread_wait_sets_openmps_policy_unless_the_environment_does(tmp_path):
     spin = ["--set", 'parallel.thread_wait="spin"']
-    policy, log = _wait_policy(tmp_path, "default", [])
+    sleep = ["--set", 'parallel.thread_wait="sleep"']
+    policy, log = _wait_policy(tmp_path, "sleep", sleep)
     assert policy == "passive" and 'parallel.thread_wait = "sleep"' in log
     assert _wait_policy(tmp_path, "spin", spin)[0] == "active"
     assert _wait_policy(tmp_path, "env", spin, env_policy="passive")[0] == "passive"
@@ -250,10 +251,10 @@ def test_thread_wait_sets_openmps_policy_unless_the_environment_does(tmp_path):
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs two cores and affinity masks")
 def test_thread_wait_auto_spins_only_where_the_threads_have_cores(tmp_path):
-    """``auto``: OpenMP's own brief spin where a rank's threads fit its cores, sleeping
-    where two threads would share one core."""
+    """``auto`` (the default): OpenMP's own brief spin where a rank's threads fit its
+    cores, sleeping where two threads would share one core."""
     auto = ["--set", 'parallel.thread_wait="auto"']
-    policy, log = _wait_policy(tmp_path, "auto", auto)
+    policy, log = _wait_policy(tmp_path, "auto", [])
     assert policy == "default" and 'parallel.thread_wait = "auto"' in log
     assert "OpenMP wait policy default" in log
     assert _wait_policy(tmp_path, "one-core", auto, cores={min(os.sched_getaffinity(0))})[0] \
