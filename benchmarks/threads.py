@@ -1,20 +1,20 @@
 """Threads against ranks on the 3D lid-driven cavity: 1 x 1, 1 rank x 2 threads, 2 ranks x 1.
 
-Issue 21's figure: is a rank's second thread worth a second rank?  Runs the 3D cavity (all six
-faces walls, lid +x, dt 0.008, as benchmarks/scaling.py) in five layouts taking turns,
+Issue 21's figure: is a rank's second thread worth a second rank? Runs the 3D cavity (all
+six faces walls, lid +x, dt 0.008, as benchmarks/scaling.py) in five layouts taking turns,
 REPEAT times: 1 x 1, 1 x 2 with the waiting threads sleeping, by ``auto``
-(``parallel.thread_wait``'s default; on a machine whose cores hold both threads: OpenMP's own brief spin,
-then sleep) and spinning, 2 x 1.  It reports the median s/step (first step excluded) of each,
-the speedups over 1 x 1 and the ratios 1x2 / 2x1 (the issue asks for at most 1.15; the
-environment's OMP_WAIT_POLICY is left out so that the key decides), the threaded run's own
-account of its threads (profile.json "threads": the fraction of the step in the threaded
-phases and the threads' utilisation), the speedup of 1 x 2 that idle cores would give
-estimated from CPU times (one thread's CPU seconds per step over the loop thread's in the
-threaded run: a busy machine distorts CPU times far less than wall times), and the
-machine's load before and after
-every run (1-minute load average and the busy fraction of the cores): threads wait for each
-other at every region's end, so a busy machine costs a threaded run more than two ranks, and
-only runs taken side by side on a quiet machine compare.
+(``parallel.thread_wait``'s default; on a machine whose cores hold both threads: OpenMP's
+own brief spin, then sleep) and spinning, 2 x 1. It reports the median s/step (first step
+excluded) of each, the speedups over 1 x 1 and the ratios 1x2 / 2x1 (the issue asks for at
+most 1.15; the environment's OMP_WAIT_POLICY is left out so that the key decides), the
+threaded run's own account of its threads (profile.json "threads": the fraction of the step
+in the threaded phases and the threads' utilisation), the speedup of 1 x 2 that idle cores
+would give estimated from CPU times (one thread's CPU seconds per step over the loop
+thread's in the threaded run: a busy machine distorts CPU times far less than wall times),
+and the machine's load before and after every run (1-minute load average and the busy
+fraction of the cores): threads wait for each other at every region's end, so a busy machine
+costs a threaded run more than two ranks, and only runs taken side by side on a quiet
+machine compare.
 
     .venv/bin/python benchmarks/threads.py [--cells 64] [--steps 8] [--repeat 3]
 
