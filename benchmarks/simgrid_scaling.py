@@ -44,9 +44,6 @@ from haloflow.study.trace import TraceError
 NETWORK = "infiniband-fdr"
 RANKS = "12,24,48,96,192,384,768,1536,3072"
 SPEED = 1e9  # flop/s of a simulated core: compute bursts are seconds x SPEED
-# MPICH's algorithms for small collectives on any rank count (SMPI's defaults send P^2
-# messages an allgather): Bruck's allgather, recursive doubling's allreduce (the model's)
-COLLECTIVES = ("--cfg=smpi/allgather:bruck", "--cfg=smpi/allreduce:rdb")
 
 
 def calibrate(a, tmp: Path) -> Path:
@@ -78,7 +75,7 @@ def simulate(w, halo, net, shm, fraction: float, work: Path, a) -> tuple:
     p = platform(net, shm, halo.ranks, lay.per_node(w), SPEED,
                  SimpleNamespace(backbone=None, fat_tree=None))
     t0 = time.perf_counter()
-    seconds = replay(listing, halo.ranks, p, work / "run", COLLECTIVES, a.timeout)
+    seconds = replay(listing, halo.ranks, p, work / "run", (), a.timeout)
     wall = time.perf_counter() - t0
     for f in (work / "traces").iterdir():
         f.unlink()

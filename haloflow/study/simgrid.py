@@ -36,8 +36,12 @@ from pathlib import Path
 from .trace import TraceError
 
 SIMULATED = re.compile(r"Simulated time: ([0-9.eE+-]+) seconds")
+# the small-message collectives of MPICH and Open MPI, not SMPI's defaults (which price an
+# allreduce on 2 ranks as a reduce and a broadcast, and send P^2 messages an allgather):
+# recursive doubling's allreduce, Bruck's allgather
+COLLECTIVES = ("--cfg=smpi/allreduce:rdb", "--cfg=smpi/allgather:bruck")
 CONFIG = ("--cfg=network/model:CM02", "--cfg=network/TCP-gamma:0",
-          "--cfg=network/crosstraffic:0", "--cfg=smpi/display-timing:yes")
+          "--cfg=network/crosstraffic:0", "--cfg=smpi/display-timing:yes", *COLLECTIVES)
 ENVELOPE = 16  # bytes SMPI adds to every message (tag, source, communicator)
 
 
