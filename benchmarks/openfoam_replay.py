@@ -38,7 +38,7 @@ from pathlib import Path
 
 from _common import BIN, RESULTS
 from openfoam import HEAD, foam_env, run_foam
-from pitzdaily_les import CASES, FILES, _clear_times, _turbulence
+from pitzdaily_les import _clear_times, foam_case
 from pitzdaily_les import control as les_control
 
 TUTORIAL = Path("/usr/share/doc/openfoam-examples/examples/incompressible/icoFoam/cavity/cavity")
@@ -95,20 +95,6 @@ def cavity_case(root: Path, env: str, cells: int) -> tuple[Path, float]:
     for tool in ("blockMesh", "decomposePar -force"):
         run_foam(env, case, tool, case / f"log.{tool.split()[0]}")
     return case, dt
-
-
-def les_case(root: Path, env: str) -> Path:
-    """pisoFoam LES on haloflow's pitzdaily_les mesh (benchmarks/pitzdaily_les.py's files)."""
-    case = root / "pitzDaily3D-LES"
-    files = {**FILES, "constant/turbulenceProperties": ("dictionary", _turbulence(False))}
-    for name, (cls, body) in files.items():
-        path = case / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(HEAD.format(cls=cls, obj=path.name) + body)
-    shutil.copy(CASES / "pitzdaily_les" / "blockMeshDict", case / "system" / "blockMeshDict")
-    (case / "system" / "controlDict").write_text(les_control(1))
-    run_foam(env, case, "blockMesh", case / "log.blockMesh")
-    return case
 
 
 def decompose(env: str, case: Path, ranks: int) -> None:
@@ -195,7 +181,7 @@ def cavity(env: str, root: Path, a, shm: list[str]) -> dict:
 
 
 def les(env: str, root: Path, a) -> list[dict]:
-    case = les_case(root, env)
+    case = foam_case(root, env, van_driest=False, decompose=False)
     rows = []
     for ranks in a.ranks:
         decompose(env, case, ranks)

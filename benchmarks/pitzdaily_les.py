@@ -162,9 +162,9 @@ def control(steps: int) -> str:
         "runTimeModifiable false;\n")
 
 
-def foam_case(root: Path, env: str, van_driest: bool) -> Path:
+def foam_case(root: Path, env: str, van_driest: bool, decompose: bool = True) -> Path:
     """The LES case, meshed by blockMesh from haloflow's blockMeshDict (front and back a
-    cyclic pair there too) and decomposed for 2 ranks."""
+    cyclic pair there too) and, with ``decompose``, decomposed for 2 ranks."""
     case = root / "pitzDaily3D-LES"
     files = {**FILES, "constant/turbulenceProperties": ("dictionary", _turbulence(van_driest))}
     for name, (cls, body) in files.items():
@@ -173,8 +173,9 @@ def foam_case(root: Path, env: str, van_driest: bool) -> Path:
         path.write_text(HEAD.format(cls=cls, obj=path.name) + body)
     shutil.copy(CASES / "pitzdaily_les" / "blockMeshDict", case / "system" / "blockMeshDict")
     (case / "system" / "controlDict").write_text(control(1))
-    for tool in ("blockMesh", "decomposePar -force"):
-        run_foam(env, case, tool, case / f"log.{tool.split()[0]}")
+    run_foam(env, case, "blockMesh", case / "log.blockMesh")
+    if decompose:
+        run_foam(env, case, "decomposePar -force", case / "log.decomposePar")
     return case
 
 
