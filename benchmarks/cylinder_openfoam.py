@@ -28,8 +28,9 @@ TYPES = {"inlet": "patch", "outlet": "patch", "walls": "wall", "cylinder": "wall
          "front": "empty", "back": "empty"}
 
 
-def write_polymesh(mesh, folder: Path) -> None:
-    """ASCII polyMesh: internal faces in upper-triangular order, then the patches."""
+def write_polymesh(mesh, folder: Path, types: dict = TYPES) -> None:
+    """ASCII polyMesh: internal faces in upper-triangular order, then the patches (of
+    ``types``: patch name -> polyMesh type)."""
     ni = mesh.n_internal
     order = np.lexsort((mesh.neighbour, mesh.owner[:ni]))
     perm = np.concatenate([order, np.arange(ni, mesh.n_faces)])
@@ -53,7 +54,7 @@ def write_polymesh(mesh, folder: Path) -> None:
     with open(folder / "boundary", "w") as f:
         f.write(HEAD.format(cls="polyBoundaryMesh", obj="boundary") + f"{len(mesh.patches)}\n(\n")
         for p in mesh.patches:
-            f.write(f"{p.name}\n{{\n    type {TYPES[p.name]};\n    nFaces {p.size};\n"
+            f.write(f"{p.name}\n{{\n    type {types[p.name]};\n    nFaces {p.size};\n"
                     f"    startFace {p.start};\n}}\n")
         f.write(")\n")
 

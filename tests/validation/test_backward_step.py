@@ -10,7 +10,7 @@ figure (+-7 %) and the coarse mesh's discretisation error (about 3 %).
 
 The tight check is simpleFoam (OpenFOAM v1912, laminar, SIMPLE with the same relaxation,
 Gauss linear) on this same mesh with this same inlet: x_r / S = 2.7612
-(`tests/data/simplefoam_case.py backward_step` makes the case; the value is read off with
+(`benchmarks/simplefoam_case.py backward_step` makes the case; the value is read off with
 ``wall_row`` and ``reattachment`` as here).  haloflow gives 2.7694, 0.30 % longer; the fields
 differ by 1.1e-2 of max|U| at most (rms 6e-4).  The 1 % band is the two codes' steady
 Rhie-Chow interpolations, which depend on the under-relaxation in different ways.

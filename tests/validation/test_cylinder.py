@@ -45,7 +45,7 @@ RANGE = {"cd": (5.57, 5.59), "cl": (0.0104, 0.0110), "dp": (0.1172, 0.1176),
 TOL = {"cd": 0.003, "dp": 0.006}  # relative, on the built-in mesh
 LA_SIMPLEFOAM_64 = 0.0733  # simpleFoam (SIMPLEC, Gauss linear) on the built-in mesh
 # simpleFoam (plain SIMPLE, the case's relaxation, Gauss linear) on the built-in mesh with
-# haloflow's inlet (tests/data/simplefoam_case.py cylinder), its ``forces`` on the wall:
+# haloflow's inlet (benchmarks/simplefoam_case.py cylinder), its ``forces`` on the wall:
 # total, pressure and viscous x-force 1.112418e-3, 7.168591e-4 and 3.955590e-4 per unit
 # density over the 0.1 span: c_D 5.5621 (haloflow 0.19 % above), a viscous share of 0.3556
 # (haloflow's 0.3488, 1.9 % below: its wall friction is 1.7 % smaller, its pressure drag

@@ -3,7 +3,7 @@ order kept, internal faces in OpenFOAM's upper-triangular order), haloflow's own
 values, laminar, the case's nu and SIMPLE relaxation, Gauss linear, solved to residuals of
 1e-9 (the cylinder also with OpenFOAM's ``forces`` on its wall).
 
-    .venv/bin/python tests/data/simplefoam_case.py CASE /tmp/out PITZDAILY
+    .venv/bin/python benchmarks/simplefoam_case.py CASE /tmp/out PITZDAILY
     cd /tmp/out && source /usr/share/openfoam/etc/bashrc && simpleFoam
 
 CASE: backward_step or cylinder.  PITZDAILY: a copy of OpenFOAM's simpleFoam/pitzDaily
@@ -19,7 +19,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from cylinder_openfoam import write_polymesh
 from mpi4py import MPI
+from openfoam import HEAD
 
 from haloflow.case import load_case
 from haloflow.mesh import from_case
@@ -30,40 +32,12 @@ from haloflow.physics import solver_from_case
 FOAM_KIND = {"wall": "wall", "empty": "empty"}  # haloflow's boundary type: polyMesh's
 
 
-def header(cls: str, obj: str, note: str = "") -> str:
-    note = f'    note        "{note}";\n' if note else ""
-    return (f"FoamFile\n{{\n    version     2.0;\n    format      ascii;\n    class       {cls};\n"
-            f"{note}    object      {obj};\n}}\n\n")
+def head(cls: str, obj: str) -> str:
+    return HEAD.format(cls=cls, obj=obj)
 
 
 def vec(v) -> str:
     return f"({float(v[0])!r} {float(v[1])!r} {float(v[2])!r})"
-
-
-def write_mesh(mesh, pm: Path, kinds: dict) -> None:
-    ni = mesh.n_internal
-    own, nbr = np.asarray(mesh.owner), np.asarray(mesh.neighbour)
-    assert np.all(own[:ni] < nbr), "faces oriented from the lower cell id"
-    order = np.lexsort((nbr, own[:ni]))
-    perm = [*order, *range(ni, mesh.n_faces)]
-    ptr, nodes = np.asarray(mesh.face_ptr), np.asarray(mesh.face_nodes)
-    note = (f"nPoints:{len(mesh.points)}  nCells:{mesh.n_cells}  nFaces:{mesh.n_faces}  "
-            f"nInternalFaces:{ni}")
-    pm.mkdir(parents=True, exist_ok=True)
-    (pm / "points").write_text(header("vectorField", "points") + f"{len(mesh.points)}\n(\n"
-                               + "".join(vec(p) + "\n" for p in mesh.points) + ")\n")
-    (pm / "faces").write_text(header("faceList", "faces") + f"{mesh.n_faces}\n(\n" + "".join(
-        f"{ptr[f + 1] - ptr[f]}({' '.join(map(str, nodes[ptr[f]:ptr[f + 1]]))})\n"
-        for f in perm) + ")\n")
-    (pm / "owner").write_text(header("labelList", "owner", note) + f"{mesh.n_faces}\n(\n"
-                              + "".join(f"{own[f]}\n" for f in perm) + ")\n")
-    (pm / "neighbour").write_text(header("labelList", "neighbour", note) + f"{ni}\n(\n"
-                                  + "".join(f"{nbr[f]}\n" for f in order) + ")\n")
-    patches = "".join(f"    {p.name}\n    {{\n        type {kinds.get(p.name, 'patch')};\n"
-                      f"        nFaces {p.size};\n        startFace {p.start};\n    }}\n"
-                      for p in mesh.patches)
-    (pm / "boundary").write_text(header("polyBoundaryMesh", "boundary")
-                                 + f"{len(mesh.patches)}\n(\n{patches})\n")
 
 
 def field_files(case, mesh, s, out: Path) -> None:
@@ -87,10 +61,10 @@ def field_files(case, mesh, s, out: Path) -> None:
         else:
             raise SystemExit(f"{patch.name}: boundary type {kind} is not mapped")
     (out / "0").mkdir(exist_ok=True)
-    (out / "0" / "U").write_text(header("volVectorField", "U") + (
+    (out / "0" / "U").write_text(head("volVectorField", "U") + (
         "dimensions [0 1 -1 0 0 0 0];\ninternalField uniform (0 0 0);\nboundaryField\n{\n"
         + "\n".join(u) + "\n}\n"))
-    (out / "0" / "p").write_text(header("volScalarField", "p") + (
+    (out / "0" / "p").write_text(head("volScalarField", "p") + (
         "dimensions [0 2 -2 0 0 0 0];\ninternalField uniform 0;\nboundaryField\n{\n"
         + "\n".join(p) + "\n}\n"))
 
@@ -99,16 +73,16 @@ def main(name: str, out: Path, tutorial: Path) -> None:
     case = load_case(name)
     mesh = from_case(case.mesh)
     kinds = {p.name: FOAM_KIND.get(case.boundary[p.name].type, "patch") for p in mesh.patches}
-    write_mesh(mesh, out / "constant" / "polyMesh", kinds)
+    write_polymesh(mesh, out / "constant" / "polyMesh", kinds)
     lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
     s = solver_from_case(lm, case, halo.make("packed", lm, MPI.COMM_SELF), MPI.COMM_SELF)
     field_files(case, mesh, s, out)
     const = out / "constant"
     (const / "transportProperties").write_text(
-        header("dictionary", "transportProperties")
+        head("dictionary", "transportProperties")
         + f"transportModel Newtonian;\nnu {case.physics.nu!r};\n")
     for name in ("momentumTransport", "turbulenceProperties"):
-        (const / name).write_text(header("dictionary", name) + "simulationType laminar;\n")
+        (const / name).write_text(head("dictionary", name) + "simulationType laminar;\n")
     shutil.copytree(tutorial / "system", out / "system", dirs_exist_ok=True)
     sch = out / "system" / "fvSchemes"
     sch.write_text(re.sub(r"div\(phi,U\)\s+[^;]*;", "div(phi,U) bounded Gauss linear;",
