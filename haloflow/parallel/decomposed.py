@@ -63,7 +63,7 @@ def part_name(rank: int) -> str:
 def write_part(folder: Path, lm: LocalMesh) -> dict:
     """Write ``lm``'s arrays to ``folder/processorR.npz`` (plain arrays, no pickles); returns
     its scalars and patches for decomposition.json."""
-    arrays = {k: np.asarray(getattr(lm, k)) for k in INDEX if k not in GEOMETRY}
+    arrays = {k: np.asarray(getattr(lm, k)) for k in INDEX}
     arrays["points"] = np.asarray(lm.points, dtype=np.float64)
     for k in GEOMETRY:
         arrays[k] = np.asarray(getattr(lm.geometry, k), dtype=np.float64)
