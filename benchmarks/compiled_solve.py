@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from haloflow.linalg import kcycle
+from haloflow.linalg import flexible, kcycle
 from haloflow.linalg import krylov as K
 from haloflow.linalg import lowsync as L
 from haloflow.linalg.amg import AMG
@@ -50,7 +50,7 @@ def main() -> None:
     ws = K.Workspace(lm.n_cells, lm.n_owned, 8)
     ws.reserve(L.PIPECG_VECTORS)
     amg = AMG(A, lm, Reducer(comm))
-    fast = kcycle.compiled_solver(amg, K.fcg)
+    fast = kcycle.compiled_solver(amg, flexible.fcg)
     if fast is None:
         raise SystemExit("compiled_solve.py: no compiled solve here (no C MPI functions)")
     x = np.zeros(lm.n_cells)

@@ -31,6 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 from haloflow.linalg import amg as amg_module
+from haloflow.linalg import flexible
 from haloflow.linalg import krylov as K
 from haloflow.linalg.amg import AMG
 from haloflow.linalg.poisson import laplacian, smooth_rhs
@@ -73,7 +74,7 @@ def run_ours(lm, A, b, comm, method):
     if method == "amg-cg":
         amg = AMG(A, lm, red, aggregation=AGGREGATION)
         t1 = time.perf_counter()
-        info = K.fcg(A, b, x, TOL, 500, red, ws, amg.apply)
+        info = flexible.fcg(A, b, x, TOL, 500, red, ws, amg.apply)
     else:
         t1 = time.perf_counter()
         info = K.pcg(A, b, x, TOL, 100000, red, ws)

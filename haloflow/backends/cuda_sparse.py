@@ -235,9 +235,11 @@ def _bicg_xr(x, phat, shat, r, s, t, alpha, omega, r0, n, out):
 
 @cuda.jit
 def _spmv_dots(ip, ix, data, p, q, r, n, out):
-    """q = A p, out += (p.q, p.r) (the first two sums of ``compiled_krylov._spmv_dots4``)."""
+    """q = A p, out += (p.q, p.r, q.q, q.r) (``compiled_krylov._spmv_dots4``)."""
     s1 = 0.0
     s2 = 0.0
+    s3 = 0.0
+    s4 = 0.0
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
     for i in range(start, n, stride):
@@ -247,8 +249,12 @@ def _spmv_dots(ip, ix, data, p, q, r, n, out):
         q[i] = qi
         s1 += p[i] * qi
         s2 += p[i] * r[i]
+        s3 += qi * qi
+        s4 += qi * r[i]
     cuda.atomic.add(out, 0, s1)
     cuda.atomic.add(out, 1, s2)
+    cuda.atomic.add(out, 2, s3)
+    cuda.atomic.add(out, 3, s4)
 
 
 @cuda.jit
@@ -412,4 +418,4 @@ class CudaSparse:
     def spmv_dots(self, m, p, q, r):
         self._zero_out()
         _spmv_dots[self.reduction_grid(m.n)](m.ip, m.ix, m.data, p, q, r, m.n, self._out)
-        return self._result(2)
+        return self._result(4)

@@ -31,6 +31,7 @@ from ..parallel import halo, transfer
 from ..parallel.reduce import Reducer, self_reducer
 from ..parallel.timers import NULL_TIMERS
 from . import amg_kernels as kern
+from . import cycles
 from .agglomerate import active_ranks, leaders
 from .aggregation import _aggregate
 from .amg_levels import VECTORS, Level, _coarse_halo, _RowShare, _share_rows, _transfers
@@ -61,7 +62,6 @@ COARSEST_2D = 1000  # both, on 2D problems (AMG's ``dims``)
 MIN_RATIO = 1.4  # stop coarsening if a level shrinks by less than this factor
 
 
-KCYCLE_T = 0.25  # K-cycle: skip the second Krylov step if the residual fell by this factor
 
 
 CYCLE = "auto"  # the coarse solve on Krylov levels: "K" (K-cycle), "A" (AMLI), "V" (one
@@ -126,6 +126,7 @@ class AMG:
         self.timers = timers  # "amg_replicated": the levels every rank of a parallel run repeats
         self.first_redundant = None  # index of the first such level
         self.allgathers = 0  # visits to it: one allgather of its right-hand side each
+        self.replicated_phase = None  # its timer while a cycle from Python is inside it
         self.refreshes = 0
         self.comm = red.comm  # handed to the transfer plans of the distributed levels
         self.cycle_kind = CYCLE if cycle is None else cycle
@@ -429,6 +430,9 @@ class AMG:
         need = top + len(VECTORS) * sum(sizes)
         buf = work[:need] if work is not None and len(work) >= need else np.zeros(need)
         self.levels[0].r = buf[:top]
+        # the cycle in progress (cycles.apply from Python): each level's phase, and the
+        # K-cycle's first step length and (c, A c) kept for its second step
+        self.cycle_state = np.zeros((3, len(self.levels)))
         block = buf[top:].reshape(len(VECTORS), sum(sizes))
         off = 0
         for lev, m in zip(self.levels[1:], sizes, strict=True):
@@ -625,16 +629,14 @@ class AMG:
 
     # -- cycles -------------------------------------------------------------------------------
     def apply(self, r, z):
-        """z = M r (owned entries; z's ghost entries are scratch)."""
-        if self.levels[0].next is None:  # the whole problem is the coarsest level
-            self._solve(0, r, z)
-        else:
-            self._cycle(0, r, z)
+        """z = M r (owned entries; z's ghost entries are scratch): the cycle of
+        :mod:`.cycles` run from Python."""
+        cycles.apply(self, r, z)
         return z
 
     def solve(self, b, x, tol, max_iter, ws=None):
-        """Standalone AMG: x += K(b - A x), K a K-cycle from the top level, until
-        ||b - A x|| <= tol ||b||.  Usually slower than ``krylov.fcg`` with ``apply`` as
+        """Standalone AMG: x += M (b - A x), M the cycle (:meth:`apply`), until
+        ||b - A x|| <= tol ||b||.  Slower than ``flexible.fcg`` with ``apply`` as
         preconditioner; there for comparison and for callers without a Krylov method."""
         from .krylov import SolveInfo, _axpy, _dot2
 
@@ -642,9 +644,6 @@ class AMG:
         red = self.levels[0].red
         r = np.zeros(A.pattern.n_cols) if ws is None else ws[0]
         z = np.zeros(A.pattern.n_cols) if ws is None else ws[1]
-        top = self.levels[0]
-        if top.c is None:  # the top level's K-cycle vectors (a preconditioner needs none)
-            top.c, top.d, top.v, top.w, top.r2 = (np.zeros(len(top.r)) for _ in range(5))
         info = SolveInfo()
         for it in range(max_iter + 1):
             A.residual(x, b, r)
@@ -655,132 +654,11 @@ class AMG:
             info.res, info.iters = res, it
             if res <= tol:
                 return info
-            if it < max_iter:  # a K-cycle on the top level too: its own Krylov steps
-                self._solve(0, r, z)
+            if it < max_iter:
+                self.apply(r, z)
                 _axpy(1.0, z, x, n)
         info.converged = False
         return info
-
-    def _coarse(self, i, lev):
-        """Solve for the next level's correction; returns it as a local coarse array (owned
-        and ghost entries).  Into the redundant level: one allgather of the restricted
-        right-hand side, the same solve on every rank, each rank reads its own entries."""
-        nx = lev.next
-        nxt = self.levels[i + 1]
-        if i + 1 != self.first_redundant:
-            self._solve(i + 1, nxt.b, nxt.x)
-            return nxt.x
-        self.allgathers += 1  # (serial runs: counted, as a parallel run would make it)
-        rd = nx.redundant
-        if rd is not None:
-            rd.rhs.allgather(rd.rc[: rd.n], nxt.b)
-        with self.timers("amg_replicated"):
-            self._solve(i + 1, nxt.b, nxt.x)
-        if rd is None:
-            return nxt.x
-        np.take(nxt.x, rd.cols, out=rd.rc[: len(rd.cols)])
-        return rd.rc
-
-    def _solve(self, i, b, x):
-        """Approximate A_i x = b: direct on the coarsest level, else a K- or V-cycle."""
-        lev = self.levels[i]
-        if lev.lu is not None and lev.next is None:
-            f = lev.lu
-            kern.lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, lev.pinned,
-                     b, x, f.y)
-        elif self.cycle_kind == "K" and lev.krylov:
-            self._kcycle(i, b, x)
-        elif self.cycle_kind == "A" and lev.krylov:
-            self._amli(i, b, x)
-        else:
-            self._cycle(i, b, x)
-
-    @staticmethod
-    def _presmooth_restrict(lev, b, x, nx, rc):
-        """Forward sweep from x = 0, then rc = R (b - A x): half rows where the pattern
-        splits at the diagonal (without ghost columns in one pass), else whole rows."""
-        n = lev.n
-        args = (lev.indptr, lev.indices, lev.data)
-        if lev.split and lev.ncols == n:
-            kern.gs_from_zero_restrict(*args, lev.diag_pos, lev.dinv, b, x, n, nx.agg, rc, nx.ncols)
-            lev.exchange(x)
-            # no ghost columns (one rank): an empty exchange where ranks with a cut resweep,
-            # so that a one-rank profile counts the exchanges a run on many ranks makes
-            if lev.cut is not None:
-                lev.exchange(x)
-            return
-        if lev.split:
-            x[n:] = 0.0
-            kern.gs_from_zero(*args, lev.diag_pos, lev.dinv, b, x, n)
-        else:
-            x[:] = 0.0
-            kern.gs_sweep(*args, lev.diag_pos, lev.dinv, b, x, n, True)
-        lev.exchange(x)
-        if lev.cut is not None:
-            kern.gs_rows(*args, lev.diag_pos, lev.dinv, b, x, lev.cut, True)
-            lev.exchange(x)
-        if lev.split and lev.cut is None:
-            kern.upper_residual_restrict(*args, lev.diag_pos, lev.dinv, x, n, nx.agg, rc, nx.ncols)
-        else:
-            kern.residual_restrict(*args, x, b, n, nx.agg, rc, nx.ncols)
-
-    def _cycle(self, i, b, x):
-        lev = self.levels[i]
-        n = lev.n
-        nx = lev.next
-        rc = self.levels[i + 1].b if nx.redundant is None else nx.redundant.rc
-        self._presmooth_restrict(lev, b, x, nx, rc)
-        if nx.xfer is not None:  # partial sums of aggregates spanning ranks to their owners
-            nx.xfer.accumulate(rc)
-        self.levels[i + 1].visits += 1
-        e = self._coarse(i, lev)
-        if nx.xfer is not None and nx.redundant is None:  # (replicated: all values at hand)
-            nx.xfer.distribute(e)
-        kern.prolong_add(nx.agg, e, n, x)
-        lev.exchange(x)
-        kern.gs_sweep(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dinv, b, x, n, False)
-        if lev.cut is not None:
-            lev.exchange(x)
-            kern.gs_rows(lev.indptr, lev.indices, lev.data, lev.diag_pos, lev.dinv, b, x, lev.cut,
-                    False)
-
-    def _kcycle(self, i, b, x):
-        """Two Krylov (flexible CG) steps on level i, each preconditioned by one cycle."""
-        lev = self.levels[i]
-        n = lev.n
-        c, d, v, w, r2 = lev.c, lev.d, lev.v, lev.w, lev.r2
-        self._cycle(i, b, c)
-        lev.matvec(c, v)
-        rho1, alpha1, bb, vv, bv = lev.red.sum(*kern._kdots1(c, v, b, n))
-        if rho1 <= 0.0:
-            x[:n] = c[:n]
-            return
-        a1 = alpha1 / rho1
-        if bb - 2.0 * a1 * bv + a1 * a1 * vv <= KCYCLE_T * KCYCLE_T * bb:
-            kern._scale_into(x, a1, c, n)
-            return
-        kern._axpy_into(r2, b, a1, v, n)
-        self._cycle(i, r2, d)
-        lev.matvec(d, w)
-        gamma, beta, alpha2 = lev.red.sum(*kern._kdots2(d, v, w, r2, n))
-        rho2 = beta - gamma * gamma / rho1
-        if rho2 <= 0.0:
-            kern._scale_into(x, a1, c, n)
-            return
-        kern._combine(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n)
-
-
-    def _amli(self, i, b, x):
-        """Two Richardson steps on level i, each preconditioned by one cycle, with the fixed
-        step lengths ``amli_steps``: the K-cycle's exchanges less one and no reduction."""
-        lev = self.levels[i]
-        n = lev.n
-        a1, a2 = self.amli
-        self._cycle(i, b, lev.c)
-        lev.matvec(lev.c, lev.v)
-        kern._axpy_into(lev.r2, b, a1, lev.v, n)
-        self._cycle(i, lev.r2, lev.d)
-        kern._combine(x, a1, lev.c, a2, lev.d, n)
 
 
 def amli_steps(lmin: float) -> tuple[float, float]:

@@ -272,24 +272,25 @@ def _perm_of_swaps(piv, perm_r):
 @nb.njit(cache=True)
 def _kdots1(c, v, b, n):
     """c.v, c.b, b.b, v.v, b.v for the first K-cycle step."""
-    s = np.zeros(5)
+    cv = cb = bb = vv = bv = 0.0
     for i in range(n):
-        s[0] += c[i] * v[i]
-        s[1] += c[i] * b[i]
-        s[2] += b[i] * b[i]
-        s[3] += v[i] * v[i]
-        s[4] += b[i] * v[i]
-    return s
+        cv += c[i] * v[i]
+        cb += c[i] * b[i]
+        bb += b[i] * b[i]
+        vv += v[i] * v[i]
+        bv += b[i] * v[i]
+    return cv, cb, bb, vv, bv
 
 
 @nb.njit(cache=True)
 def _kdots2(d, v, w, r2, n):
-    s = np.zeros(3)
+    """d.v, d.w, d.r2 for the second K-cycle step."""
+    dv = dw = dr = 0.0
     for i in range(n):
-        s[0] += d[i] * v[i]
-        s[1] += d[i] * w[i]
-        s[2] += d[i] * r2[i]
-    return s
+        dv += d[i] * v[i]
+        dw += d[i] * w[i]
+        dr += d[i] * r2[i]
+    return dv, dw, dr
 
 
 @nb.njit(cache=True)

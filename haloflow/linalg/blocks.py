@@ -300,7 +300,7 @@ def cg1_directions(u, w, beta, p, s, n, nt):
             s[i] = w[i] + beta * s[i]
 
 
-# -- the lockstep BiCGStab of the velocity components (lockstep_compiled._many_iterate) ----
+# -- the lockstep BiCGStab of the velocity components (bicgstab.lockstep_iterations) -----
 # Each phase handles every active component in one region; ``out`` gets the same layout of
 # partial sums as the serial ``lockstep_kernels._bicg3_*`` kernels give, ``part`` holds the
 # blocks'.

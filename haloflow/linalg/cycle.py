@@ -1,14 +1,18 @@
-"""The AMG's cycles in compiled code: the K-cycle, AMLI and the plain V-cycle over the
-hierarchy that :class:`.amg.AMG` built, packed into flat tables (:mod:`.kcycle`).
+"""The compiled target of the AMG's cycles (:mod:`.cycles`: the K-cycle, AMLI and the plain
+V-cycle, compiled by numba over this module's operations, :func:`apply`), on the hierarchy
+that :class:`.amg.AMG` built, packed into flat tables (:mod:`.kcycle`).
 
-Each function reads a level's arrays through the tables' offsets (``_level``, ``_vec``) and
+Each operation reads a level's arrays through the tables' offsets (``_level``, ``_vec``) and
 communicates from compiled code: halo exchanges on persistent requests, the transfers of
 aggregates that span ranks, fused sums by MPI_Allreduce and the replicated level's
-right-hand side by one MPI_Allgatherv per visit.  The arithmetic is that of
-:meth:`.amg.AMG.apply`, operation for operation, so the iterates agree to round-off.
+right-hand side by one MPI_Allgatherv per visit.  Its kernels are those the host's cycle
+runs from Python (:mod:`.host_cycle`), or their thread-block forms, so the iterates agree to
+round-off.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numba as nb
 
@@ -16,16 +20,15 @@ from ..parallel import mpicall
 from ..parallel.halo.kernels import pack, unpack
 from . import amg_kernels as kern
 from . import blocks as tb
-from .amg import KCYCLE_T
+from . import cycles
+from .cycles import AMLI_LEVEL, K_LEVEL, B, R, X  # noqa: F401  (KRYLOV's values, for kcycle)
+from .targets import for_target
 
 # per-level columns of the int64 table ``lv``
 N, NCOLS, IP, NZ, VEC, CUT, NCUT, HASCUT, COUNTED, PHASE, KRYLOV, SPLIT = range(12)
 
 
 LV_COLS = 12
-
-
-K_LEVEL, AMLI_LEVEL = 1, 2  # values of KRYLOV: the K-cycle's Krylov steps or AMLI's
 
 
 # per-level columns of the int64 table ``pl``: what a parallel run sends.  Halo exchange of
@@ -47,9 +50,10 @@ PL_COLS = 29
 
 
 TS = 14  # struct timespec: two int64
+T_GATHERED = 16  # when the cycle in progress entered the redundant levels (ns)
 
 
-N_CTL = 16
+N_CTL = 17
 
 
 RB = 8  # room for the scalars of one fused sum (send and receive halves)
@@ -75,17 +79,6 @@ H_IP0, H_IX0, H_DP0, H_DINV0, H_AGG0, H_R0 = range(17, 23)
 # blocks' partial sums; the threaded levels' aggregates as lists of rows (offsets per level,
 # pointers, rows: :func:`_members`)
 H_THR, H_PART, H_MOFF, H_MPTR, H_MIDX = 23, 24, 25, 26, 27
-
-
-# work vectors of a level, rows of ``W`` (amg.VECTORS, the names of amg.Level's attributes)
-B, X, R, C, D, V, Wv, R2 = range(8)
-
-
-@nb.njit(cache=True)
-def _coarsest(lu, ctl, b, x):
-    """``AMG._solve`` on the coarsest level: amg.lu_solve with the factors in ``lu``."""
-    perm_r, perm_c, lp, li, lx, up, ui, ux, ud, y = lu
-    kern.lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, ctl[PINNED], b, x, y)
 
 
 @nb.njit(cache=True)
@@ -219,7 +212,7 @@ def _distribute(h, i, v):
 
 @nb.njit(cache=True)
 def _smooth(h, d0, lv, cnt, i, b, x, forward, from_zero):
-    """``AMG._cycle``'s Gauss-Seidel sweep with its exchanges, RESWEEP rows included.
+    """A level's Gauss-Seidel sweep with its exchanges, RESWEEP rows included.
     ``from_zero`` (threaded levels only): the sweep starts from x = 0 on the owned rows,
     whatever they hold (the caller zeroes the ghosts); a level split at the diagonal then
     reads half of each row (:func:`.blocks.gs_from_zero`)."""
@@ -250,8 +243,8 @@ def _smooth(h, d0, lv, cnt, i, b, x, forward, from_zero):
 
 @nb.njit(cache=True)
 def _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc):
-    """``AMG._presmooth_restrict``: the pre-smoothing from zero and the restriction of the
-    residual into rc (on thread blocks, the whole sweep and residual)."""
+    """``host_cycle._presmooth_restrict``: the pre-smoothing from zero and the restriction
+    of the residual into rc (on thread blocks, the whole sweep and residual)."""
     ip, ix, data, dp, dinv = _level(h, d0, i)
     n = lv[i, N]
     nt = _blocks(h, i)
@@ -287,11 +280,82 @@ def _smooth_from_zero_restrict(h, d0, lv, cnt, i, b, x, ag, rc, nc):
         kern.residual_restrict(ip, ix, data, x, b, n, ag, rc, nc)
 
 
+# -- the operations :func:`.cycles.apply` runs on here; the context is (h, d0, lu, ctl, cnt)
+
+
 @nb.njit(cache=True)
-def _down(h, d0, cnt, i, b, x):
-    """First half of ``AMG._cycle`` on level i: smooth from zero, restrict the residual
-    into the next level's right-hand side (partial sums of aggregates spanning ranks to
-    their owners; into a redundant level, one allgatherv)."""
+def levels(ctx):
+    return ctx[3][NLEV]
+
+
+@nb.njit(cache=True)
+def vec(ctx, k, i):
+    return _vec(ctx[0], k, i)
+
+
+@nb.njit(cache=True)
+def kind(ctx, i):
+    return ctx[0][8][i, KRYLOV]
+
+
+@nb.njit(cache=True)
+def phase(ctx, i):
+    return ctx[0][8][i, PHASE]
+
+
+@nb.njit(cache=True)
+def set_phase(ctx, i, value):
+    ctx[0][8][i, PHASE] = value
+
+
+@nb.njit(cache=True)
+def keep(ctx, i, a1, rho1):
+    h = ctx[0]
+    h[9][i] = a1  # (per level, a1 then rho1 of a K-cycle in progress)
+    h[9][len(h[8]) + i] = rho1
+
+
+@nb.njit(cache=True)
+def kept(ctx, i):
+    h = ctx[0]
+    return h[9][i], h[9][len(h[8]) + i]
+
+
+@nb.njit(cache=True)
+def amli_steps(ctx):
+    ks = ctx[0][9]
+    return ks[len(ks) - 2], ks[len(ks) - 1]
+
+
+@nb.njit(cache=True)
+def enter(ctx, i):
+    """The replicated levels' solves are timed (and their visits counted) as one phase."""
+    ctl = ctx[3]
+    if i == ctl[FIRST_GATHERED]:
+        ctl[T_GATHERED] = _now(ctl)
+
+
+@nb.njit(cache=True)
+def leave(ctx, i):
+    ctl, cnt = ctx[3], ctx[4]
+    if i == ctl[FIRST_GATHERED]:
+        cnt[GATHERED_NS] += _now(ctl) - ctl[T_GATHERED]
+        cnt[GATHERED_VISITS] += 1
+
+
+@nb.njit(cache=True)
+def coarsest(ctx, i, b, x):
+    """The coarsest level's direct solve, by the factors in ``lu``."""
+    perm_r, perm_c, lp, li, lx, up, ui, ux, ud, y = ctx[2]
+    kern.lu_solve(perm_r, perm_c, lp, li, lx, up, ui, ux, ud, ctx[3][PINNED], b, x, y)
+
+
+@nb.njit(cache=True)
+def down(ctx, i, b, x):
+    """Smooth from zero, restrict the residual into the next level's right-hand side
+    (partial sums of aggregates spanning ranks to their owners; into a redundant level, one
+    allgatherv)."""
+    h, d0, cnt = ctx[0], ctx[1], ctx[4]
     lv, pl = h[8], h[H_PL]
     cnt[CNT_HEAD + h[H_CTL][NLEV] + i + 1] += 1  # a visit to level i + 1
     ag = _agg(h, i)
@@ -315,10 +379,10 @@ def _down(h, d0, cnt, i, b, x):
 
 
 @nb.njit(cache=True)
-def _up(h, d0, cnt, i, b, x):
-    """Second half of ``AMG._cycle``: add the next level's correction (the owners' values
-    of spanning aggregates back; from a redundant level, this rank's entries), smooth
-    back."""
+def up(ctx, i, b, x):
+    """Add the next level's correction (the owners' values of spanning aggregates back;
+    from a redundant level, this rank's entries), smooth back."""
+    h, d0, cnt = ctx[0], ctx[1], ctx[4]
     lv, pl = h[8], h[H_PL]
     n = lv[i, N]
     ag = _agg(h, i)
@@ -342,37 +406,86 @@ def _up(h, d0, cnt, i, b, x):
 
 
 @nb.njit(cache=True)
-def _k_first(h, d0, cnt, i):
-    """``AMG._kcycle`` after its first cycle (c = M b): the step length, and either the
-    result in x (returns False) or the second right-hand side r2 (returns True)."""
-    lv = h[8]
-    n = lv[i, N]
-    b, x, c, v = _vec(h, B, i), _vec(h, X, i), _vec(h, C, i), _vec(h, V, i)
+def matvec_kdots1(ctx, i, c, v, b):
+    """v = A c (c's halo first); (c.v, c.b, b.b, v.v, b.v)."""
+    h, d0, cnt = ctx[0], ctx[1], ctx[4]
+    n = h[8][i, N]
     ip, ix, data, dp, dinv = _level(h, d0, i)
     _exchange(h, cnt, i, c)
-    sm = _sums(h)
     nt = _blocks(h, i)
     if nt:
+        sm = _sums(h)
         tb.spmv_kdots1(ip, ix, data, c, v, b, nt, h[H_PART], sm)
-    else:
-        kern.spmv(ip, ix, data, c, v)
-        sm[:5] = kern._kdots1(c, v, b, n)
-    _reduce(h, cnt, 5, lv[i, COUNTED] != 0)
-    rho1, alpha1, bb, vv, bv = sm[0], sm[1], sm[2], sm[3], sm[4]
-    if rho1 <= 0.0:
-        x[:n] = c[:n]
-        return False
-    a1 = alpha1 / rho1
-    if bb - 2.0 * a1 * bv + a1 * a1 * vv <= KCYCLE_T * KCYCLE_T * bb:
-        kern._scale_into(x, a1, c, n)
-        return False
+        return sm[0], sm[1], sm[2], sm[3], sm[4]
+    kern.spmv(ip, ix, data, c, v)
+    return kern._kdots1(c, v, b, n)
+
+
+@nb.njit(cache=True)
+def matvec_kdots2(ctx, i, d, w, v, r2):
+    """w = A d (d's halo first); (d.v, d.w, d.r2)."""
+    h, d0, cnt = ctx[0], ctx[1], ctx[4]
+    n = h[8][i, N]
+    ip, ix, data, dp, dinv = _level(h, d0, i)
+    _exchange(h, cnt, i, d)
+    nt = _blocks(h, i)
     if nt:
-        tb.axpy_into(_vec(h, R2, i), b, a1, v, n, nt)
+        sm = _sums(h)
+        tb.spmv_kdots2(ip, ix, data, d, w, v, r2, nt, h[H_PART], sm)
+        return sm[0], sm[1], sm[2]
+    kern.spmv(ip, ix, data, d, w)
+    return kern._kdots2(d, v, w, r2, n)
+
+
+@nb.njit(cache=True)
+def sum3(ctx, i, s1, s2, s3):
+    h, cnt = ctx[0], ctx[4]
+    sm = _sums(h)
+    sm[0], sm[1], sm[2] = s1, s2, s3
+    _reduce(h, cnt, 3, h[8][i, COUNTED] != 0)
+    return sm[0], sm[1], sm[2]
+
+
+@nb.njit(cache=True)
+def sum5(ctx, i, s1, s2, s3, s4, s5):
+    h, cnt = ctx[0], ctx[4]
+    sm = _sums(h)
+    sm[0], sm[1], sm[2], sm[3], sm[4] = s1, s2, s3, s4, s5
+    _reduce(h, cnt, 5, h[8][i, COUNTED] != 0)
+    return sm[0], sm[1], sm[2], sm[3], sm[4]
+
+
+@nb.njit(cache=True)
+def copy(ctx, i, src, dst):
+    n = ctx[0][8][i, N]
+    dst[:n] = src[:n]
+
+
+@nb.njit(cache=True)
+def scale_into(ctx, i, x, alpha, c):
+    kern._scale_into(x, alpha, c, ctx[0][8][i, N])
+
+
+@nb.njit(cache=True)
+def axpy_into(ctx, i, out, b, alpha, v):
+    h = ctx[0]
+    n = h[8][i, N]
+    nt = _blocks(h, i)
+    if nt:
+        tb.axpy_into(out, b, alpha, v, n, nt)
     else:
-        kern._axpy_into(_vec(h, R2, i), b, a1, v, n)
-    h[9][i] = a1  # kept for the second step
-    h[9][len(lv) + i] = rho1
-    return True
+        kern._axpy_into(out, b, alpha, v, n)
+
+
+@nb.njit(cache=True)
+def combine(ctx, i, x, alpha, c, beta, d):
+    h = ctx[0]
+    n = h[8][i, N]
+    nt = _blocks(h, i)
+    if nt:
+        tb.combine(x, alpha, c, beta, d, n, nt)
+    else:
+        kern._combine(x, alpha, c, beta, d, n)
 
 
 @nb.njit(cache=True)
@@ -386,111 +499,18 @@ def _residual_scaled(ip, ix, data, c, b, a, out, n):
 
 
 @nb.njit(cache=True)
-def _a_first(h, d0, cnt, i):
-    """``AMG._amli`` after its first cycle (c = M b): the second right-hand side r2."""
-    lv, ks = h[8], h[9]
-    n = lv[i, N]
-    b, c, v = _vec(h, B, i), _vec(h, C, i), _vec(h, V, i)
+def amli_residual(ctx, i, r2, b, a1, c, v):
+    """r2 = b - a1 A c (c's halo first; on thread blocks v = A c on the way)."""
+    h, d0, cnt = ctx[0], ctx[1], ctx[4]
+    n = h[8][i, N]
     ip, ix, data, dp, dinv = _level(h, d0, i)
     _exchange(h, cnt, i, c)
     nt = _blocks(h, i)
     if nt:
         tb.spmv(ip, ix, data, c, v, nt)
-        tb.axpy_into(_vec(h, R2, i), b, ks[len(ks) - 2], v, n, nt)
-    else:  # r2 = b - a1 A c in one pass (v is not read again)
-        _residual_scaled(ip, ix, data, c, b, ks[len(ks) - 2], _vec(h, R2, i), n)
+        tb.axpy_into(r2, b, a1, v, n, nt)
+    else:  # in one pass (v is not read again)
+        _residual_scaled(ip, ix, data, c, b, a1, r2, n)
 
 
-@nb.njit(cache=True)
-def _k_second(h, d0, cnt, i):
-    """``AMG._kcycle`` after its second cycle (d = M r2): the combination into x."""
-    lv, ks = h[8], h[9]
-    n = lv[i, N]
-    x, c, d, v, w, r2 = (_vec(h, X, i), _vec(h, C, i), _vec(h, D, i), _vec(h, V, i),
-                         _vec(h, Wv, i), _vec(h, R2, i))
-    nt = _blocks(h, i)
-    if lv[i, KRYLOV] == AMLI_LEVEL:  # ``AMG._amli``'s combination
-        _combine_on(x, ks[len(ks) - 2], c, ks[len(ks) - 1], d, n, nt)
-        return
-    ip, ix, data, dp, dinv = _level(h, d0, i)
-    a1, rho1 = ks[i], ks[len(lv) + i]
-    _exchange(h, cnt, i, d)
-    sm = _sums(h)
-    if nt:
-        tb.spmv_kdots2(ip, ix, data, d, w, v, r2, nt, h[H_PART], sm)
-    else:
-        kern.spmv(ip, ix, data, d, w)
-        sm[:3] = kern._kdots2(d, v, w, r2, n)
-    _reduce(h, cnt, 3, lv[i, COUNTED] != 0)
-    gamma, beta, alpha2 = sm[0], sm[1], sm[2]
-    rho2 = beta - gamma * gamma / rho1
-    if rho2 <= 0.0:
-        kern._scale_into(x, a1, c, n)
-        return
-    _combine_on(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, d, n, nt)
-
-
-@nb.njit(cache=True)
-def _combine_on(x, a, c, b, d, n, nt):
-    """``_combine`` on ``nt`` thread blocks (0: serially)."""
-    if nt:
-        tb.combine(x, a, c, b, d, n, nt)
-    else:
-        kern._combine(x, a, c, b, d, n)
-
-
-@nb.njit(cache=True)
-def _apply(h, d0, lu, ctl, cnt, r, z):
-    """``AMG.apply`` (z = M r): the cycle from level 0 with, on each coarser level, the
-    direct solve (coarsest) or the K-cycle (or V-cycle), as ``AMG._solve`` recurses.
-    Written as a loop over an explicit per-level phase, not as recursion: recursive
-    compiled functions do not load back from numba's cache."""
-    lv = h[8]
-    nlev = ctl[NLEV]
-    last = nlev - 1
-    fg = ctl[FIRST_GATHERED]
-    if nlev == 1:
-        _coarsest(lu, ctl, r, z)
-        return
-    _down(h, d0, cnt, 0, r, z)
-    t0 = 0
-    i = 1
-    enter = True  # entering the solve of level i, else returning from it
-    while True:
-        if enter:
-            if i == fg:
-                t0 = _now(ctl)
-            if i == last:
-                _coarsest(lu, ctl, _vec(h, B, i), _vec(h, X, i))
-                enter = False
-                continue
-            lv[i, PHASE] = 0
-            kc = lv[i, KRYLOV] != 0
-            _down(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i) if kc else _vec(h, X, i))
-            i += 1
-            continue
-        # the solve of level i is done: back to the cycle of level i - 1
-        if i == fg:
-            cnt[GATHERED_NS] += _now(ctl) - t0
-            cnt[GATHERED_VISITS] += 1
-        i -= 1
-        if i == 0:
-            _up(h, d0, cnt, 0, r, z)
-            return
-        if lv[i, KRYLOV] == 0:
-            _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, X, i))
-        elif lv[i, PHASE] == 0:
-            _up(h, d0, cnt, i, _vec(h, B, i), _vec(h, C, i))
-            if lv[i, KRYLOV] == AMLI_LEVEL:
-                _a_first(h, d0, cnt, i)
-                more = True
-            else:
-                more = _k_first(h, d0, cnt, i)
-            if more:
-                lv[i, PHASE] = 1
-                _down(h, d0, cnt, i, _vec(h, R2, i), _vec(h, D, i))
-                i += 1
-                enter = True
-        else:
-            _up(h, d0, cnt, i, _vec(h, R2, i), _vec(h, D, i))
-            _k_second(h, d0, cnt, i)
+apply = for_target(cycles.apply, sys.modules[__name__], "compiled", compiled=True)

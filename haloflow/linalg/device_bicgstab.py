@@ -1,13 +1,14 @@
 """BiCGStab-Jacobi on a device backend: the momentum solve of ``solver.backend = "cuda"``.
 
-Each velocity component is solved as :func:`.krylov.bicgstab` solves it (Jacobi fused into
-the vector kernels), kernel for kernel on :mod:`haloflow.backends.cuda_sparse`, so its
-iterates are the host's to round-off.  The host's lockstep solve (``lockstep.bicgstab_many``)
-runs the components side by side with fused reductions; here they run one after the other,
-each with its own reductions, which leaves every component's arithmetic as it is.  The
-matrix is copied in once per assembly (the components share it), each component's
-right-hand side and first guess in and its answer out; the ghosts of the vectors the
-products read are exchanged on the device with the run's halo strategy.
+Each velocity component is solved by the one BiCGStab (:func:`.bicgstab.bicgstab_iterations`,
+Jacobi fused into the vector kernels) over the device's operations, kernel for kernel on
+:mod:`haloflow.backends.cuda_sparse`, so its iterates are the host's to round-off.  The
+host's lockstep solve (``lockstep.bicgstab_many``) runs the components side by side with
+fused reductions; here they run one after the other, each with its own reductions, which
+leaves every component's arithmetic as it is.  The matrix is copied in once per assembly
+(the components share it), each component's right-hand side and first guess in and its
+answer out; the ghosts of the vectors the products read are exchanged on the device with the
+run's halo strategy.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..parallel import halo
+from .bicgstab import bicgstab_iterations
 from .device_solve import Copies
-from .krylov import SolveInfo, initial_info
+from .krylov import SolveInfo
+from .targets import for_target, solve_info
 
 VECTORS = ("x", "r", "r0", "p", "v", "phat", "s", "shat", "t")
 
@@ -38,6 +41,8 @@ class DeviceBiCGStab:
         self.v = SimpleNamespace(b=backend.empty(max(n, 1)), invd=backend.empty(max(n, 1)),
                                  **{name: backend.empty(max(ncols, 1)) for name in VECTORS})
         self._invd = np.zeros(max(n, 1))
+        self.out = np.zeros(4)  # a solve's (iterations, initial and final residual, converged)
+        self.red = None  # the reducer of the solve in progress
         aware = exchanger.space.name.startswith("device-aware")  # else MPI on host buffers
         self.ex = halo.make(exchanger.name, lmesh, exchanger.comm,
                             staging="device-aware" if aware else "device", backend=backend)
@@ -49,12 +54,8 @@ class DeviceBiCGStab:
         np.divide(1.0, A.diag[:n], out=self._invd[:n])
         self.copies.upload(self.v.invd, self._invd[:n])
 
-    def _matvec(self, x, y):
-        self.ex.exchange([x])
-        self.k.spmv(self.m, x, y)
-
     def solve(self, b, x, tol, max_iter, red, rel_tol: float = 0.0) -> SolveInfo:
-        """``krylov.bicgstab`` without a preconditioner object (Jacobi): ``x`` (host, the
+        """``bicgstab.bicgstab`` without a preconditioner object (Jacobi): ``x`` (host, the
         first guess) improved in place on the owned rows."""
         n = self.m.n
         self.copies.upload(self.v.b, b[:n])
@@ -74,47 +75,79 @@ class DeviceBiCGStab:
         return info
 
     def _iterate(self, tol, max_iter, red, rel_tol) -> SolveInfo:
-        k, v, m = self.k, self.v, self.m
-        n = m.n
-        self.ex.exchange([v.x])
-        k.residual(m, v.x, v.b, v.r)
-        rr, bb = red.sum(*k.dots(((v.r, v.r), (v.b, v.b)), n))
-        info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
-        if info.res0 <= tol:
-            return info
-        k.copy(v.r, v.r0, n)
-        k.fill(v.p, 0.0, n)
-        k.fill(v.v, 0.0, n)
-        rho = alpha = omega = 1.0
-        rho_new = rr
-        for it in range(1, max_iter + 1):
-            beta = (rho_new / rho) * (alpha / omega)
-            rho = rho_new
-            k.bicg_p(v.p, v.r, v.v, beta, omega, v.invd, v.phat, n)
-            self._matvec(v.phat, v.v)
-            (r0v,) = red.sum(*k.dots(((v.r0, v.v),), n))
-            if r0v == 0.0:
-                break
-            alpha = rho / r0v
-            k.bicg_s(v.s, v.r, v.v, alpha, v.invd, v.shat, n)
-            self._matvec(v.shat, v.t)
-            ts, tt, ss = red.sum(*k.dots(((v.t, v.s), (v.t, v.t), (v.s, v.s)), n))
-            info.iters = it
-            if np.sqrt(ss) / bnorm <= tol or tt == 0.0:
-                k.axpy(alpha, v.phat, v.x, n)
-                info.res = float(np.sqrt(ss) / bnorm)
-                return info
-            omega = ts / tt
-            rho_new, rr = red.sum(*k.bicg_xr(v.x, v.phat, v.shat, v.r, v.s, v.t, alpha,
-                                             omega, v.r0, n))
-            info.res = float(np.sqrt(rr) / bnorm)
-            if info.res <= tol:
-                return info
-            if omega == 0.0 or rho_new == 0.0:
-                break
-        info.converged = bool(info.res <= tol)
-        return info
+        v = self.v
+        self.red = red
+        _BICGSTAB(self, v.b, v.x, tol, max_iter, rel_tol, v.r, v.r0, v.p, v.v, v.phat, v.s,
+                  v.shat, v.t, self.out)
+        return solve_info(self.out)
 
     def profile(self) -> dict:
         """Copies and bytes each way, reductions' read-backs and device halos included."""
         return self.copies.profile(self.k, [self.ex])
+
+
+class DeviceBiCGStabOps:
+    """The device's operations for :func:`.bicgstab.bicgstab_iterations`, each a kernel
+    launch (or an exchange, or a reduction of the scalars read back); the context is the
+    :class:`DeviceBiCGStab`, Jacobi fused into the direction updates."""
+
+    @staticmethod
+    def residual(d, x, b, r):
+        d.ex.exchange([x])
+        d.k.residual(d.m, x, b, r)
+
+    @staticmethod
+    def matvec(d, x, y):
+        d.ex.exchange([x])
+        d.k.spmv(d.m, x, y)
+
+    @staticmethod
+    def copy(d, src, dst):
+        d.k.copy(src, dst, d.m.n)
+
+    @staticmethod
+    def zero(d, a):
+        d.k.fill(a, 0.0, d.m.n)
+
+    @staticmethod
+    def dot(d, a, b):
+        return d.k.dots(((a, b),), d.m.n)[0]
+
+    @staticmethod
+    def dot2(d, a, b, e, f):
+        return d.k.dots(((a, b), (e, f)), d.m.n)
+
+    @staticmethod
+    def dot3(d, t, s):
+        return d.k.dots(((t, s), (t, t), (s, s)), d.m.n)
+
+    @staticmethod
+    def sum1(d, a):
+        return d.red.sum(a)[0]
+
+    @staticmethod
+    def sum2(d, a, b):
+        return d.red.sum(a, b)
+
+    @staticmethod
+    def sum3(d, a, b, e):
+        return d.red.sum(a, b, e)
+
+    @staticmethod
+    def axpy(d, alpha, a, y):
+        d.k.axpy(alpha, a, y, d.m.n)
+
+    @staticmethod
+    def bicg_p(d, p, r, v, beta, omega, phat):
+        d.k.bicg_p(p, r, v, beta, omega, d.v.invd, phat, d.m.n)
+
+    @staticmethod
+    def bicg_s(d, s, r, v, alpha, shat):
+        d.k.bicg_s(s, r, v, alpha, d.v.invd, shat, d.m.n)
+
+    @staticmethod
+    def bicg_xr(d, x, phat, shat, r, s, t, alpha, omega, r0):
+        return d.k.bicg_xr(x, phat, shat, r, s, t, alpha, omega, r0, d.m.n)
+
+
+_BICGSTAB = for_target(bicgstab_iterations, DeviceBiCGStabOps, "device", compiled=False)

@@ -4,7 +4,7 @@ The hierarchy is the host's (:class:`.amg.AMG`: aggregates, Galerkin coefficient
 diagonals and the coarsest level's factors, remade at each refresh); its levels are copied
 to the device once and their coefficients at every refresh.  A solve copies the right-hand
 side and the first guess in, runs FCG(1) with the K-cycle (or AMLI, or V) cycle on the
-device, kernel for kernel the arithmetic of ``krylov.fcg`` with ``AMG.apply``
+device, kernel for kernel the arithmetic of ``flexible.fcg`` with ``AMG.apply``
 (:mod:`haloflow.backends.cuda_sparse`), and copies the answer out.
 
 What crosses PCI-E during a solve, each copy and its bytes counted in ``copies``
@@ -25,10 +25,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..parallel import halo
-from .amg import KCYCLE_T
+from . import cycles, host_cycle
 from .amg_kernels import lu_solve
 from .amg_levels import VECTORS
-from .krylov import SolveInfo, initial_info
+from .flexible import fcg_iterations
+from .krylov import SolveInfo
+from .targets import for_target, solve_info
 from .wavefronts import wavefronts
 
 
@@ -123,6 +125,8 @@ class DeviceSolve:
         self._host_coarse = (backend.host_empty(m), backend.host_empty(m))
         self._copy_coefficients()
         self.sums = self._galerkin_sums()  # None: the refresh runs on the host
+        self.out = np.zeros(4)  # a solve's (iterations, initial and final residual, converged)
+        self.cycle_state = np.zeros((3, len(self.levels)))  # as AMG.cycle_state
 
     def _galerkin_sums(self):
         """Per coarse level, which fine entries each of its entries sums (ascending, as
@@ -239,143 +243,13 @@ class DeviceSolve:
         if d.ex is not None:
             d.ex.exchange([x])
 
-    def _smooth_restrict(self, i, b, x, rc):
-        """``AMG._presmooth_restrict``: forward sweep from x = 0, the residual restricted
-        into ``rc``."""
-        d, k = self.levels[i], self.k
-        if d.split and d.ncols == d.n:  # ``gs_from_zero_restrict``: no l1 term (l1 = a_ii)
-            k.gs_from_zero(d, b, x)
-            k.upper_restrict(d, x, d.agg, rc, d.nc, False)
-            self._exchange(i, x)
-            # no ghost columns (one rank): an empty exchange where ranks with a cut resweep,
-            # so that a one-rank profile counts the exchanges a run on many ranks makes
-            if d.cut is not None:
-                self._exchange(i, x)
-            return
-        if d.split:
-            k.fill(x[d.n:], 0.0, d.ncols - d.n)
-            k.gs_from_zero(d, b, x)
-        else:
-            k.fill(x, 0.0, d.ncols)
-            k.gs_sweep(d, b, x, True)
-        self._exchange(i, x)
-        if d.cut is not None:
-            k.gs_sweep(d, b, x, True, d.cut)
-            self._exchange(i, x)
-        if d.split and d.cut is None:
-            k.upper_restrict(d, x, d.agg, rc, d.nc, True)
-        else:
-            k.residual_restrict(d, x, b, d.agg, rc, d.nc)
-
-    def _cycle(self, i, b, x):
-        """``AMG._cycle`` on the device."""
-        d, k = self.levels[i], self.k
-        rc = d.rd.rc if d.rd is not None else self.levels[i + 1].b
-        self._smooth_restrict(i, b, x, rc)
-        if d.xfer is not None:
-            d.xfer.accumulate(rc)
-        e = self._coarse(i, rc)
-        if d.xfer is not None and d.rd is None:
-            d.xfer.distribute(e)
-        k.prolong_add(d.agg, e, x, d.n)
-        self._exchange(i, x)
-        k.gs_sweep(d, b, x, False)
-        if d.cut is not None:
-            self._exchange(i, x)
-            k.gs_sweep(d, b, x, False, d.cut)
-
-    def _coarse(self, i, rc):
-        """``AMG._coarse``: the next level's correction (into the redundant level: its
-        right-hand side gathered from every rank, this rank's entries taken back)."""
-        amg, d = self.amg, self.levels[i]
-        if i + 1 != amg.first_redundant:
-            return self._solve(i + 1)
-        amg.allgathers += 1
-        nxt = self.levels[i + 1]
-        rd = d.rd
-        if rd is not None:
-            n = rd.plan.n
-            self.copies.download(rd.piece[:n], rd.rc)
-            rd.plan.rhs.allgather(rd.piece[:n], rd.whole)
-            self.copies.upload(nxt.b, rd.whole[:rd.plan.rhs.total])
-        e = self._solve(i + 1)
-        if rd is None:
-            return e
-        self.k.gather(e, rd.cols, rd.rc, len(rd.plan.cols))
-        return rd.rc
-
-    def _solve(self, i):
-        """Level i's correction from its right-hand side ``b``, into its ``x``: direct (on
-        the host) on the coarsest level, else the cycle of ``amg.cycle_kind``."""
-        d = self.levels[i]
-        if d.coarsest:
-            self._direct(i)
-        elif self.amg.cycle_kind == "K" and d.krylov:
-            self._kcycle(i, d.b, d.x)
-        elif self.amg.cycle_kind == "A" and d.krylov:
-            self._amli(i, d.b, d.x)
-        else:
-            self._cycle(i, d.b, d.x)
-        return d.x
-
-    def _direct(self, i):
-        """The coarsest level by the host's factors: its right-hand side out, the solution
-        back."""
-        lev, d = self.amg.levels[i], self.levels[i]
-        f = lev.lu
-        hb, hx = self._host_coarse
-        n = lev.n
-        self.copies.download(hb[:n], d.b)
-        lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, lev.pinned,
-                 hb[:n], hx[:n], f.y)
-        self.copies.upload(d.x, hx[:n])
-
-    def _kcycle(self, i, b, x):
-        """``AMG._kcycle`` on the device."""
-        red, d, k = self.amg.levels[i].red, self.levels[i], self.k
-        n = d.n
-        c, dd, v, w, r2 = d.c, d.d, d.v, d.w, d.r2
-        self._cycle(i, b, c)
-        self._exchange(i, c)
-        k.spmv(d, c, v)
-        rho1, alpha1, bb, vv, bv = red.sum(*k.dots(((c, v), (c, b), (b, b), (v, v), (b, v)),
-                                                   n))
-        if rho1 <= 0.0:
-            k.copy(c, x, n)
-            return
-        a1 = alpha1 / rho1
-        if bb - 2.0 * a1 * bv + a1 * a1 * vv <= KCYCLE_T * KCYCLE_T * bb:
-            k.scale_into(x, a1, c, n)
-            return
-        k.axpy_into(r2, b, a1, v, n)
-        self._cycle(i, r2, dd)
-        self._exchange(i, dd)
-        k.spmv(d, dd, w)
-        gamma, beta, alpha2 = red.sum(*k.dots(((dd, v), (dd, w), (dd, r2)), n))
-        rho2 = beta - gamma * gamma / rho1
-        if rho2 <= 0.0:
-            k.scale_into(x, a1, c, n)
-            return
-        k.combine(x, a1 - gamma * alpha2 / (rho1 * rho2), c, alpha2 / rho2, dd, n)
-
-    def _amli(self, i, b, x):
-        """``AMG._amli`` on the device."""
-        d, k = self.levels[i], self.k
-        a1, a2 = self.amg.amli
-        self._cycle(i, b, d.c)
-        self._exchange(i, d.c)
-        k.spmv(d, d.c, d.v)
-        k.axpy_into(d.r2, b, a1, d.v, d.n)
-        self._cycle(i, d.r2, d.d)
-        k.combine(x, a1, d.c, a2, d.d, d.n)
-
     def apply(self, r, z):
         """z = M r on the device (``AMG.apply``; the top level always has a coarse one)."""
-        self._cycle(0, r, z)
+        _APPLY(self, r, z)
 
     # -- FCG(1) -----------------------------------------------------------------------------------
     def solve(self, b, x, tol, max_iter, ws=None, rel_tol: float = 0.0) -> SolveInfo:
-        """``krylov.fcg`` with ``AMG.apply``: ``x`` (host, the first guess) is improved in
+        """``flexible.fcg`` with ``AMG.apply``: ``x`` (host, the first guess) is improved in
         place on the owned rows; ``ws`` is not used (the work vectors live on the device)."""
         t, n = self.top, self.levels[0].n
         self.copies.upload(t.b, b[:n])
@@ -396,40 +270,239 @@ class DeviceSolve:
 
     def _fcg(self, tol, max_iter, rel_tol) -> SolveInfo:
         """FCG(1) from ``top.x`` for ``top.b``, on the device."""
-        k, t, d0 = self.k, self.top, self.levels[0]
-        red = self.amg.levels[0].red
-        ex = d0.ex
-        n = d0.n
-        if ex is not None:
-            ex.exchange([t.x])
-        k.residual(d0, t.x, t.b, t.r)
-        rr, bb = red.sum(*k.dots(((t.r, t.r), (t.b, t.b)), n))
-        info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
-        if info.res0 <= tol:
-            return info
-        self.apply(t.r, t.z)
-        k.copy(t.z, t.p, n)
-        for it in range(1, max_iter + 1):
-            if ex is not None:
-                ex.exchange([t.p])
-            pq, pr = red.sum(*k.spmv_dots(d0, t.p, t.q, t.r))
-            info.iters = it
-            if pq <= 0.0:
-                break
-            rr = k.fcg_step(t.x, t.r, t.p, t.q, pr / pq, n)
-            self.apply(t.r, t.z)
-            (zq,) = k.dots(((t.z, t.q),), n)
-            rr, zq = red.sum(rr, zq)
-            info.res = float(np.sqrt(rr) / bnorm)
-            if info.res <= tol:
-                break
-            k.direction(t.z, zq / pq, t.p, n)
-        info.converged = bool(info.res <= tol)
-        return info
+        t = self.top
+        _FCG(self, t.b, t.x, tol, max_iter, rel_tol, t.r, t.z, t.p, t.q, self.out)
+        return solve_info(self.out)
 
     def profile(self) -> dict:
         """Copies and bytes each way, reductions' read-backs and device halos included."""
         return self.copies.profile(self.k, self.exchangers)
+
+
+class DeviceOps:
+    """The device's operations for :mod:`.flexible`'s methods, each a kernel launch (or an
+    exchange, or a reduction of the scalars read back); the context is the
+    :class:`DeviceSolve`, the vectors its level 0's."""
+
+    @staticmethod
+    def residual(ds, x, b, r):
+        d0 = ds.levels[0]
+        if d0.ex is not None:
+            d0.ex.exchange([x])
+        ds.k.residual(d0, x, b, r)
+
+    @staticmethod
+    def precondition(ds, r, z):
+        ds.apply(r, z)
+
+    @staticmethod
+    def copy(ds, src, dst):
+        ds.k.copy(src, dst, ds.levels[0].n)
+
+    @staticmethod
+    def dot(ds, a, b):
+        return ds.k.dots(((a, b),), ds.levels[0].n)[0]
+
+    @staticmethod
+    def dot2(ds, a, b, d, e):
+        return ds.k.dots(((a, b), (d, e)), ds.levels[0].n)
+
+    @staticmethod
+    def sum1(ds, a):
+        return ds.amg.levels[0].red.sum(a)[0]
+
+    @staticmethod
+    def sum2(ds, a, b):
+        return ds.amg.levels[0].red.sum(a, b)
+
+    @staticmethod
+    def sum4(ds, a, b, d, e):
+        return ds.amg.levels[0].red.sum(a, b, d, e)
+
+    @staticmethod
+    def matvec_dots(ds, p, q, r):
+        """q = A p (its halo first); (p.q, p.r, q.q, q.r)."""
+        d0 = ds.levels[0]
+        if d0.ex is not None:
+            d0.ex.exchange([p])
+        return ds.k.spmv_dots(d0, p, q, r)
+
+    @staticmethod
+    def fcg_step(ds, x, r, p, q, alpha):
+        return ds.k.fcg_step(x, r, p, q, alpha, ds.levels[0].n)
+
+    @staticmethod
+    def fcg_direction(ds, z, beta, p):
+        ds.k.direction(z, beta, p, ds.levels[0].n)
+
+
+class DeviceCycleOps:
+    """The device's operations for :mod:`.cycles`: the context is the :class:`DeviceSolve`
+    (its levels on the device, the host's AMG for the counters, the coarsest level's
+    factors and the cycle's kind), each a kernel launch, an exchange or a transfer."""
+
+    @staticmethod
+    def levels(ds):
+        return len(ds.levels)
+
+    @staticmethod
+    def vec(ds, k, i):
+        return getattr(ds.levels[i], VECTORS[k])
+
+    @staticmethod
+    def kind(ds, i):
+        return host_cycle.kind(ds.amg, i)
+
+    @staticmethod
+    def phase(ds, i):
+        return ds.cycle_state[0, i]
+
+    @staticmethod
+    def set_phase(ds, i, value):
+        ds.cycle_state[0, i] = value
+
+    @staticmethod
+    def keep(ds, i, a1, rho1):
+        ds.cycle_state[1, i], ds.cycle_state[2, i] = a1, rho1
+
+    @staticmethod
+    def kept(ds, i):
+        return ds.cycle_state[1, i], ds.cycle_state[2, i]
+
+    @staticmethod
+    def amli_steps(ds):
+        return ds.amg.amli
+
+    @staticmethod
+    def enter(ds, i):
+        pass  # the replicated levels are not timed apart on the device
+
+    @staticmethod
+    def leave(ds, i):
+        pass
+
+    @staticmethod
+    def coarsest(ds, i, b, x):
+        """The coarsest level by the host's factors: its right-hand side out, the solution
+        back."""
+        lev = ds.amg.levels[i]
+        f = lev.lu
+        hb, hx = ds._host_coarse
+        n = lev.n
+        ds.copies.download(hb[:n], b)
+        lu_solve(f.perm_r, f.perm_c, f.lp, f.li, f.lx, f.up, f.ui, f.ux, f.ud, lev.pinned,
+                 hb[:n], hx[:n], f.y)
+        ds.copies.upload(x, hx[:n])
+
+    @staticmethod
+    def down(ds, i, b, x):
+        """Forward sweep from x = 0, the residual restricted into the next level's
+        right-hand side (partial sums to the owners of spanning aggregates; into the
+        redundant level, gathered from every rank on the host)."""
+        d, k = ds.levels[i], ds.k
+        nxt = ds.levels[i + 1]
+        rc = d.rd.rc if d.rd is not None else nxt.b
+        if d.split and d.ncols == d.n:  # ``gs_from_zero_restrict``: no l1 term (l1 = a_ii)
+            k.gs_from_zero(d, b, x)
+            k.upper_restrict(d, x, d.agg, rc, d.nc, False)
+            ds._exchange(i, x)
+            # no ghost columns (one rank): an empty exchange where ranks with a cut
+            # resweep, so that a one-rank profile counts the exchanges many ranks make
+            if d.cut is not None:
+                ds._exchange(i, x)
+        else:
+            if d.split:
+                k.fill(x[d.n:], 0.0, d.ncols - d.n)
+                k.gs_from_zero(d, b, x)
+            else:
+                k.fill(x, 0.0, d.ncols)
+                k.gs_sweep(d, b, x, True)
+            ds._exchange(i, x)
+            if d.cut is not None:
+                k.gs_sweep(d, b, x, True, d.cut)
+                ds._exchange(i, x)
+            if d.split and d.cut is None:
+                k.upper_restrict(d, x, d.agg, rc, d.nc, True)
+            else:
+                k.residual_restrict(d, x, b, d.agg, rc, d.nc)
+        if d.xfer is not None:
+            d.xfer.accumulate(rc)
+        if i + 1 == ds.amg.first_redundant:
+            ds.amg.allgathers += 1
+            rd = d.rd
+            if rd is not None:
+                n = rd.plan.n
+                ds.copies.download(rd.piece[:n], rd.rc)
+                rd.plan.rhs.allgather(rd.piece[:n], rd.whole)
+                ds.copies.upload(nxt.b, rd.whole[:rd.plan.rhs.total])
+
+    @staticmethod
+    def up(ds, i, b, x):
+        """The next level's correction (this rank's entries of a redundant level; the
+        owners' values of spanning aggregates) added, then the backward sweep."""
+        d, k = ds.levels[i], ds.k
+        e = ds.levels[i + 1].x
+        rd = d.rd
+        if i + 1 == ds.amg.first_redundant and rd is not None:
+            k.gather(e, rd.cols, rd.rc, len(rd.plan.cols))
+            e = rd.rc
+        if d.xfer is not None and rd is None:
+            d.xfer.distribute(e)
+        k.prolong_add(d.agg, e, x, d.n)
+        ds._exchange(i, x)
+        k.gs_sweep(d, b, x, False)
+        if d.cut is not None:
+            ds._exchange(i, x)
+            k.gs_sweep(d, b, x, False, d.cut)
+
+    @staticmethod
+    def matvec_kdots1(ds, i, c, v, b):
+        d = ds.levels[i]
+        ds._exchange(i, c)
+        ds.k.spmv(d, c, v)
+        return ds.k.dots(((c, v), (c, b), (b, b), (v, v), (b, v)), d.n)
+
+    @staticmethod
+    def matvec_kdots2(ds, i, dd, w, v, r2):
+        d = ds.levels[i]
+        ds._exchange(i, dd)
+        ds.k.spmv(d, dd, w)
+        return ds.k.dots(((dd, v), (dd, w), (dd, r2)), d.n)
+
+    @staticmethod
+    def sum3(ds, i, s1, s2, s3):
+        return ds.amg.levels[i].red.sum(s1, s2, s3)
+
+    @staticmethod
+    def sum5(ds, i, s1, s2, s3, s4, s5):
+        return ds.amg.levels[i].red.sum(s1, s2, s3, s4, s5)
+
+    @staticmethod
+    def copy(ds, i, src, dst):
+        ds.k.copy(src, dst, ds.levels[i].n)
+
+    @staticmethod
+    def scale_into(ds, i, x, alpha, c):
+        ds.k.scale_into(x, alpha, c, ds.levels[i].n)
+
+    @staticmethod
+    def axpy_into(ds, i, out, b, alpha, v):
+        ds.k.axpy_into(out, b, alpha, v, ds.levels[i].n)
+
+    @staticmethod
+    def combine(ds, i, x, alpha, c, beta, d):
+        ds.k.combine(x, alpha, c, beta, d, ds.levels[i].n)
+
+    @staticmethod
+    def amli_residual(ds, i, r2, b, a1, c, v):
+        d = ds.levels[i]
+        ds._exchange(i, c)
+        ds.k.spmv(d, c, v)
+        ds.k.axpy_into(r2, b, a1, v, d.n)
+
+
+_APPLY = for_target(cycles.apply, DeviceCycleOps, "device", compiled=False)
+_FCG = for_target(fcg_iterations, DeviceOps, "device", compiled=False)
 
 
 class _Moves:

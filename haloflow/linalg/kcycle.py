@@ -1,15 +1,16 @@
 """The whole AMG-preconditioned pressure solve in one compiled call.
 
-Why: driven from Python (``krylov.fcg`` with ``AMG.apply``) every Krylov iteration and every
+Why: driven from Python (``flexible.fcg`` with ``AMG.apply``) every Krylov iteration and every
 K-cycle level visit is an interpreter round trip into small numba kernels, a counted
 ``Reducer.sum`` and an exchanger call.  Here the hierarchy that :class:`.amg.AMG` built is
 packed once into flat arrays with per-level offsets (the coarse levels' index, coefficient,
 l1-diagonal and aggregate arrays become views into them, so a refresh updates them in place,
 nothing is held twice and nothing is copied per solve; the top level's are the matrix's own,
-and the work vectors are the AMG's block as it is), and FCG(1) (``krylov.fcg``) or
-single-reduction CG (``lowsync.cg1``) runs with the K-cycle and the coarsest direct solve
-inside numba.  The arithmetic is that of the Python path, operation for operation, so
-iterates agree to round-off and iteration counts are the same (tests/unit/test_kcycle.py,
+and the work vectors are the AMG's block as it is), and FCG(1) or single-reduction CG (the
+one source of each in :mod:`.flexible`, compiled over :mod:`.compiled_krylov`'s operations)
+runs with the K-cycle and the coarsest direct solve inside numba.  The cycle's arithmetic is
+that of the Python path (``AMG.apply``), operation for operation, so iterates agree to
+round-off and iteration counts are the same (tests/unit/test_kcycle.py,
 tests/mpi/test_kcycle_mpi.py).
 
 Parallel runs communicate from compiled code (:mod:`..parallel.mpicall`): the distributed
@@ -36,7 +37,7 @@ import numpy as np
 from ..parallel import mpicall, threads
 from ..parallel.faceblocks import grouped
 from . import blocks as tb
-from .compiled_krylov import cg1, fcg
+from . import compiled_krylov
 from .cycle import (
     ALLGATHER_NS,
     ALLGATHERV,
@@ -107,9 +108,11 @@ from .cycle import (
     XO_OFF,
     N,
 )
+from .flexible import cg1_iterations, fcg_iterations
 from .galerkin import galerkin_refresh
 from .krylov import SolveInfo
 from .matrix import IDX
+from .targets import for_target
 
 
 def _views(levels, attr, dtype=np.float64, pad=None):
@@ -206,6 +209,11 @@ def _pack(amg, lv):
     return (ip, ix, dat, dp, dinv, agg, cut, amg.block, lv), own
 
 
+# the methods of :mod:`.flexible`, compiled over this target's operations
+FCG = for_target(fcg_iterations, compiled_krylov, "compiled", compiled=True)
+CG1 = for_target(cg1_iterations, compiled_krylov, "compiled", compiled=True)
+
+
 class CompiledSolve:
     """One pressure solve (``method`` "fcg" or "cg1" with the AMG's K-cycle) as one numba
     call, on the hierarchy of ``amg`` (serial).  ``refresh`` replaces ``amg.refresh``."""
@@ -214,7 +222,7 @@ class CompiledSolve:
         if method not in ("fcg", "cg1"):
             raise ValueError(f"no compiled solve for {method!r}")
         self.amg, self.method = amg, method
-        self.kernel = fcg if method == "fcg" else cg1
+        self.kernel = FCG if method == "fcg" else CG1
         levels = amg.levels
         nl = len(levels)
         lv = _level_table(amg)
@@ -284,13 +292,13 @@ class CompiledSolve:
         self._read_factors()
 
     def solve(self, b, x, tol, max_iter, ws, rel_tol: float = 0.0) -> SolveInfo:
-        """``krylov.fcg`` / ``lowsync.cg1`` with ``amg.apply``: same arguments and result,
+        """``flexible.fcg`` / ``flexible.cg1`` with ``amg.apply``: same arguments and result,
         same counters."""
         amg = self.amg
         cnt = self.cnt
         cnt[:] = 0
         vecs = ws.v[:4] if self.method == "fcg" else ws.v[:5]
-        self.kernel(self.h, amg.A.data, self.lu, self.ctl, cnt, b, x, float(tol),
+        self.kernel((self.h, amg.A.data, self.lu, self.ctl, cnt), b, x, float(tol),
                     int(max_iter), float(rel_tol), *vecs, self.out)
         self._account(cnt)
         it, res0, res, conv = self.out
@@ -458,8 +466,8 @@ _NULL = _Null()
 
 
 def compiled_solver(amg, krylov) -> CompiledSolve | None:
-    """The compiled solve for ``amg`` and the Krylov function ``krylov`` (``krylov.fcg`` or
-    ``lowsync.cg1``), or None where the Python path must run: no C MPI functions (threaded runs
+    """The compiled solve for ``amg`` and the Krylov function ``krylov`` (``flexible.fcg`` or
+    ``flexible.cg1``), or None where the Python path must run: no C MPI functions (threaded runs
     use the thread blocks' kernels, :mod:`.blocks`), device-staged fields, ghost columns on one
     rank (periodic meshes), or a hierarchy this module does not know.  Every rank of a
     parallel run decides the same (one set-up collective)."""

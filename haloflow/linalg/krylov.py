@@ -1,10 +1,10 @@
-"""Distributed Krylov solvers: Jacobi-preconditioned CG and BiCGStab, and flexible CG (FCG)
-with any preconditioner (the AMG's cycle).
+"""Jacobi-preconditioned CG, and the host's vector kernels of the methods written once for
+every target (:mod:`.flexible`, :mod:`.bicgstab`).
 
 Vectors hold owned + ghost values (length ``n_cells``); dot products run over owned entries
 and are summed with one fused allreduce per synchronisation point: CG does two per iteration,
 BiCGStab three.  Each update is one numba pass that also returns the partial dot products it
-needs, so no vector is read twice per phase.  Both solvers are exact algebraic
+needs, so no vector is read twice per phase.  The solvers are exact algebraic
 restatements of the serial algorithm, so iterates on any rank count agree with serial up to
 the summation order of the reductions.
 """
@@ -127,6 +127,7 @@ class Workspace:
     def __init__(self, n_cells, n_rows, count):
         self.v = [np.zeros(n_cells) for _ in range(count)]
         self.invd = np.zeros(n_rows)
+        self.out = np.zeros(4)  # a solve's (iterations, initial and final residual, converged)
         self.rows = None  # (k, n_cells) array whose rows are the first k vectors, if any
 
     def spare(self, count: int) -> np.ndarray | None:
@@ -218,59 +219,6 @@ def _bicg_s_only(s, r, v, alpha, n):
         s[i] = r[i] - alpha * v[i]
 
 
-def bicgstab(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None,
-             rel_tol: float = 0.0) -> SolveInfo:
-    """Solve A x = b in place with right-preconditioned BiCGStab: Jacobi (fused into the
-    vector kernels) unless ``precond(r, z)`` is given."""
-    n = A.pattern.n_rows
-    r, r0, p, v, phat, s, shat, t = ws.v[:8]
-    np.divide(1.0, A.diag, out=ws.invd)
-    A.residual(x, b, r)
-    rr, bb = red.sum(*_dot2(r, r, b, b, n))
-    info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
-    if info.res0 <= tol:
-        return info
-    r0[:n] = r[:n]
-    p[:n] = 0.0
-    v[:n] = 0.0
-    rho = alpha = omega = 1.0
-    rho_new = rr
-    for it in range(1, max_iter + 1):
-        beta = (rho_new / rho) * (alpha / omega)
-        rho = rho_new
-        if precond is None:
-            _bicg_p(p, r, v, beta, omega, ws.invd, phat, n)
-        else:
-            _bicg_p_only(p, r, v, beta, omega, n)
-            precond(p, phat)
-        A.matvec(phat, v)
-        r0v = red.sum(_dot(r0, v, n))[0]
-        if r0v == 0.0:
-            break
-        alpha = rho / r0v
-        if precond is None:
-            _bicg_s(s, r, v, alpha, ws.invd, shat, n)
-        else:
-            _bicg_s_only(s, r, v, alpha, n)
-            precond(s, shat)
-        A.matvec(shat, t)
-        ts, tt, ss = red.sum(*_dot3(t, s, t, t, s, s, n))
-        info.iters = it
-        if np.sqrt(ss) / bnorm <= tol or tt == 0.0:
-            _axpy(alpha, phat, x, n)
-            info.res = np.sqrt(ss) / bnorm
-            return info
-        omega = ts / tt
-        rho_new, rr = red.sum(*_bicg_xr(x, phat, shat, r, s, t, alpha, omega, r0, n))
-        info.res = np.sqrt(rr) / bnorm
-        if info.res <= tol:
-            return info
-        if omega == 0.0 or rho_new == 0.0:
-            break
-    info.converged = info.res <= tol
-    return info
-
-
 @kernel
 def _fcg_update(x, r, p, q, alpha, n):
     """x += alpha p; r -= alpha q; returns r.r."""
@@ -286,58 +234,3 @@ def _fcg_update(x, r, p, q, alpha, n):
 def _fcg_direction(z, beta, p, n):
     for i in nb.prange(n):
         p[i] = z[i] - beta * p[i]
-
-
-@nb.njit(cache=True)
-def foreseen_converged(rr, alpha, qq, qr, limit) -> bool:
-    """Whether FCG's step ``r -= alpha q`` is foreseen to bring ||r|| to ``limit``:
-    ``|r - alpha q|^2 = r.r - 2 alpha q.r + alpha^2 q.q`` from sums already reduced.  Only
-    a forecast (it cancels where the residual falls far): the step's own r.r decides."""
-    return rr - 2.0 * alpha * qr + alpha * alpha * qq <= limit * limit
-
-
-def fcg(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond,
-        rel_tol: float = 0.0) -> SolveInfo:
-    """Flexible CG (Notay's FCG(1)) for a variable preconditioner such as an AMG K-cycle.
-
-    Each new direction is made A-orthogonal to the previous one explicitly, so the method
-    stays a descent method when the preconditioner changes from one iteration to the next.
-    Two fused allreduces per iteration: (p.q, p.r, q.q, q.r) and (r.r, z.q).  The last
-    iteration needs no preconditioner: where the first sums foresee convergence
-    (:func:`foreseen_converged`), r.r is reduced on its own and checked before the cycle,
-    which is then skipped (a K-cycle costs most of an iteration); the iterates, iterations
-    and residuals are those of checking after it.
-    """
-    n = A.pattern.n_rows
-    r, z, p, q = ws.v[:4]
-    A.residual(x, b, r)
-    rr, bb = red.sum(*_dot2(r, r, b, b, n))
-    info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
-    if info.res0 <= tol:
-        return info
-    precond(r, z)
-    p[:n] = z[:n]
-    for it in range(1, max_iter + 1):
-        A.matvec(p, q)
-        pq, pr, qq, qr = red.sum(*_fcg_sums(p, q, r, n))
-        info.iters = it
-        if pq <= 0.0:
-            break
-        alpha = pr / pq
-        local = _fcg_update(x, r, p, q, alpha, n)
-        if foreseen_converged(rr, alpha, qq, qr, tol * bnorm):
-            rr = red.sum(local)[0]
-            info.res = np.sqrt(rr) / bnorm
-            if info.res <= tol:
-                return info
-            precond(r, z)
-            zq = red.sum(_dot(z, q, n))[0]
-        else:
-            precond(r, z)
-            rr, zq = red.sum(local, _dot(z, q, n))
-            info.res = np.sqrt(rr) / bnorm
-            if info.res <= tol:
-                return info
-        _fcg_direction(z, zq / pq, p, n)
-    info.converged = info.res <= tol
-    return info

@@ -1,5 +1,6 @@
-"""The lockstep BiCGStab of :mod:`.lockstep` as one compiled call: the iteration, its
-exchanges (persistent requests started from compiled code) and its fused allreduces run in
+"""The lockstep BiCGStab of :mod:`.lockstep` as one compiled call: the method
+(:func:`.bicgstab.lockstep_iterations`) compiled over this module's operations, its
+exchanges (persistent requests started from compiled code) and its fused allreduces made in
 numba with MPI called from it (:mod:`..parallel.mpicall`), serially or on thread blocks.
 
 Why: from Python every iteration is a dozen interpreter round trips into small kernels, a
@@ -9,6 +10,8 @@ operation, so the iterates equal the Python path's to the bit.
 
 from __future__ import annotations
 
+import sys
+
 import numba as nb
 import numpy as np
 
@@ -16,7 +19,9 @@ from ..parallel import mpicall, threads
 from ..parallel.reduce import Reducer
 from . import blocks as tb
 from . import lockstep_kernels as lk
+from .bicgstab import lockstep_iterations
 from .krylov import SolveInfo
+from .targets import for_target
 
 
 @nb.njit(cache=True)
@@ -113,128 +118,81 @@ def _many_start(indptr, indices, data, diag, invd, X, W, comps, rb):
     lk._bicg3_start(R, B, R0, P, V, comps, n, rb)
 
 
-@nb.njit(cache=True)
-def _many_tolerances(comps, tol, rel_tol, act, sc, out, rb):
-    """Each component's initial residual and stopping tolerance from the summed ``rb``, as
-    :func:`initial_info` sets them."""
-    for j in range(len(comps)):
-        d = comps[j]
-        rr, bb = rb[2 * j], rb[2 * j + 1]
-        bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
-        res0 = np.sqrt(rr) / bnorm
-        sc[8, d] = res0
-        sc[7, d] = res0
-        sc[6, d] = bnorm
-        sc[5, d] = max(tol, rel_tol * res0)
-        act[d] = 1 if res0 > sc[5, d] else 0
-        sc[0, d] = sc[2, d] = sc[3, d] = 1.0
-        sc[4, d] = rr
-        out[d] = 0
-        out[3 + d] = 1
+# -- the operations :func:`.bicgstab.lockstep_iterations` runs on here: the context is
+# (indptr, indices, data, diag, invd, ctl, hnd, hb, cells, plan, count, part), each phase
+# serial or one parallel region on ``ctl[C_NT]`` thread blocks (:mod:`.blocks`), a product
+# fused with the dot products that follow it there
 
 
 @nb.njit(cache=True)
-def _many_beta(comps, act, sc):
-    """beta of each active component; returns the active count."""
-    na = 0
-    for d in comps:
-        if act[d]:
-            na += 1
-            sc[1, d] = (sc[4, d] / sc[3, d]) * (sc[0, d] / sc[2, d])
-            sc[3, d] = sc[4, d]
-    return na
+def many_start(ctx, X, W, comps, rb):
+    indptr, indices, data, diag, invd, ctl = ctx[0], ctx[1], ctx[2], ctx[3], ctx[4], ctx[5]
+    if ctl[C_NT] > 1:
+        tb.many_start(indptr, indices, data, diag, invd, X, W, comps, ctl[C_NT], ctx[11], rb)
+    else:
+        _many_start(indptr, indices, data, diag, invd, X, W, comps, rb)
 
 
 @nb.njit(cache=True)
-def _many_p(R, P, V, PH, invd, comps, act, sc, n):
-    """beta, ``p = r + beta (p - omega v)``, ``phat = D^-1 p``; returns the active count."""
-    na = _many_beta(comps, act, sc)
-    lk._bicg3_p(P, R, V, sc[1], sc[2], invd, PH, comps, act, n)
-    return na
+def many_reduce(ctx, rb, k):
+    _many_reduce(ctx[5], ctx[6], rb, k, ctx[10])
 
 
 @nb.njit(cache=True)
-def _many_r0v(R0, V, comps, act, rb, n):
-    lk._bicg3_r0v(R0, V, comps, act, n, rb)
+def many_p(ctx, P, R, V, sc, PH, comps, act):
+    invd, ctl = ctx[4], ctx[5]
+    n = len(ctx[3])
+    if ctl[C_NT] > 1:
+        tb.many_p(P, R, V, sc[1], sc[2], invd, PH, comps, act, n, ctl[C_NT])
+    else:
+        lk._bicg3_p(P, R, V, sc[1], sc[2], invd, PH, comps, act, n)
 
 
 @nb.njit(cache=True)
-def _many_alpha(comps, act, sc, out, rb):
-    """alpha from the summed ``r0.v`` (a component with ``r0.v = 0`` stops); returns the
-    active count."""
-    na = 0
-    for j in range(len(comps)):
-        d = comps[j]
-        if act[d]:
-            if rb[j] == 0.0:
-                act[d] = 0
-                out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
-            else:
-                sc[0, d] = sc[3, d] / rb[j]
-                na += 1
-    return na
+def many_product_r0v(ctx, PH, V, R0, comps, act, na, rb):
+    indptr, indices, data, ctl = ctx[0], ctx[1], ctx[2], ctx[5]
+    _many_exchange(ctl, ctx[7], ctx[8], ctx[9], PH, comps, ctx[10], na)
+    if ctl[C_NT] > 1:
+        tb.many_product_r0v(indptr, indices, data, PH, V, R0, comps, act, ctl[C_NT], ctx[11],
+                            rb)
+    else:
+        _spmv_rows(indptr, indices, data, PH, V, act, len(comps), comps)
+        lk._bicg3_r0v(R0, V, comps, act, len(ctx[3]), rb)
 
 
 @nb.njit(cache=True)
-def _many_s(R, V, SH, invd, comps, act, sc, n):
-    """``s = r - alpha v`` (over ``r``), ``shat = D^-1 s``."""
-    lk._bicg3_s(R, R, V, sc[0], invd, SH, comps, act, n)
+def many_s(ctx, R, V, sc, SH, comps, act):
+    invd, ctl = ctx[4], ctx[5]
+    n = len(ctx[3])
+    if ctl[C_NT] > 1:
+        tb.many_s(R, V, sc[0], invd, SH, comps, act, n, ctl[C_NT])
+    else:
+        lk._bicg3_s(R, R, V, sc[0], invd, SH, comps, act, n)
 
 
 @nb.njit(cache=True)
-def _many_dot3(T, R, comps, act, rb, n):
-    lk._bicg3_dot3(T, R, comps, act, n, rb)
+def many_product_dot3(ctx, SH, T, R, comps, act, na, rb):
+    indptr, indices, data, ctl = ctx[0], ctx[1], ctx[2], ctx[5]
+    _many_exchange(ctl, ctx[7], ctx[8], ctx[9], SH, comps, ctx[10], na)
+    if ctl[C_NT] > 1:
+        tb.many_product_dot3(indptr, indices, data, SH, T, R, comps, act, ctl[C_NT], ctx[11],
+                             rb)
+    else:
+        _spmv_rows(indptr, indices, data, SH, T, act, len(comps), comps)
+        lk._bicg3_dot3(T, R, comps, act, len(ctx[3]), rb)
 
 
 @nb.njit(cache=True)
-def _many_omega(comps, act, sc, out, rb, it):
-    """omega from the summed (t.s, t.t, s.s); a component converged at ``s`` gets
-    ``act = 2``."""
-    for j in range(len(comps)):
-        d = comps[j]
-        if act[d]:
-            s1, s2, s3 = rb[3 * j], rb[3 * j + 1], rb[3 * j + 2]
-            out[d] = it
-            if np.sqrt(s3) / sc[6, d] <= sc[5, d] or s2 == 0.0:
-                act[d] = 2
-                sc[7, d] = np.sqrt(s3) / sc[6, d]
-            else:
-                sc[2, d] = s1 / s2
+def many_xr(ctx, X, PH, SH, R, T, R0, sc, comps, act, rb):
+    ctl = ctx[5]
+    n = len(ctx[3])
+    if ctl[C_NT] > 1:
+        tb.many_xr(X, PH, SH, R, T, sc[0], sc[2], R0, comps, act, n, ctl[C_NT], ctx[11], rb)
+    else:
+        lk._bicg3_xr(X, PH, SH, R, R, T, sc[0], sc[2], R0, comps, act, n, rb)
 
 
-@nb.njit(cache=True)
-def _many_xr(X, PH, SH, R, T, R0, comps, act, sc, rb, n):
-    """``x += alpha phat + omega shat; r = s - omega t`` with partial (r0.r, r.r) in
-    ``rb``; ``x += alpha phat`` only for ``act == 2``.  Returns whether any goes on."""
-    lk._bicg3_xr(X, PH, SH, R, R, T, sc[0], sc[2], R0, comps, act, n, rb)
-    return _many_more(comps, act)
-
-
-@nb.njit(cache=True)
-def _many_more(comps, act):
-    """Components converged at ``s`` (``act == 2``) stop; returns whether any goes on."""
-    more = False
-    for d in comps:
-        if act[d] == 2:  # converged at s: done
-            act[d] = 0
-        elif act[d] == 1:
-            more = True
-    return more
-
-
-@nb.njit(cache=True)
-def _many_update(comps, act, sc, out, rb):
-    for j in range(len(comps)):
-        d = comps[j]
-        if act[d] == 1:
-            w = sc[2, d]
-            sc[4, d] = rb[2 * j]
-            sc[7, d] = np.sqrt(rb[2 * j + 1]) / sc[6, d]
-            if sc[7, d] <= sc[5, d]:
-                act[d] = 0
-            elif w == 0.0 or rb[2 * j] == 0.0:
-                act[d] = 0
-                out[3 + d] = 0
+_LOCKSTEP = for_target(lockstep_iterations, sys.modules[__name__], "compiled", compiled=True)
 
 
 @nb.njit(cache=True)
@@ -251,85 +209,10 @@ def _bicgstab_many_c(indptr, indices, data, diag, invd, X, W, comps, tol, rel_to
     m = len(comps)
     if exchange_x:
         _many_exchange(ctl, hb, cells, plan, X, comps, count, m)
-    if ctl[C_NT] > 1:
-        _many_iterate_blocks(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol,
-                             max_iter, act, sc, out, count, ctl, hnd, hb, cells, plan, rb, part)
-    else:
-        _many_iterate(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
-                      act, sc, out, count, ctl, hnd, hb, cells, plan, rb)
+    ctx = (indptr, indices, data, diag, invd, ctl, hnd, hb, cells, plan, count, part)
+    _LOCKSTEP(ctx, X, W, comps, tol, rel_tol, max_iter, act, sc, out, rb)
     if exchange_after:
         _many_exchange(ctl, hb, cells, plan, X, comps, count, m)
-
-
-@nb.njit(cache=True)
-def _many_iterate(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
-                  act, sc, out, count, ctl, hnd, hb, cells, plan, rb):
-    """The iterations of :func:`_bicgstab_many_c` (ghosts of ``X`` current)."""
-    n = len(diag)
-    m = len(comps)
-    R, R0, P, V, PH, SH = W[1], W[2], W[3], W[4], W[5], W[6]
-    T = W[0]  # the right-hand side is not read after the residual
-    _many_start(indptr, indices, data, diag, invd, X, W, comps, rb)
-    _many_reduce(ctl, hnd, rb, 2 * m, count)
-    _many_tolerances(comps, tol, rel_tol, act, sc, out, rb)
-    for it in range(1, max_iter + 1):
-        na = _many_p(R, P, V, PH, invd, comps, act, sc, n)
-        if na == 0:
-            return
-        _many_exchange(ctl, hb, cells, plan, PH, comps, count, na)
-        _spmv_rows(indptr, indices, data, PH, V, act, m, comps)
-        _many_r0v(R0, V, comps, act, rb, n)
-        _many_reduce(ctl, hnd, rb, m, count)
-        na = _many_alpha(comps, act, sc, out, rb)
-        _many_s(R, V, SH, invd, comps, act, sc, n)
-        _many_exchange(ctl, hb, cells, plan, SH, comps, count, na)
-        _spmv_rows(indptr, indices, data, SH, T, act, m, comps)
-        _many_dot3(T, R, comps, act, rb, n)
-        _many_reduce(ctl, hnd, rb, 3 * m, count)
-        _many_omega(comps, act, sc, out, rb, it)
-        if _many_xr(X, PH, SH, R, T, R0, comps, act, sc, rb, n):
-            _many_reduce(ctl, hnd, rb, 2 * m, count)
-            _many_update(comps, act, sc, out, rb)
-    for d in comps:
-        if act[d]:
-            out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
-
-
-@nb.njit(cache=True)
-def _many_iterate_blocks(indptr, indices, data, diag, invd, X, W, comps, tol, rel_tol, max_iter,
-                         act, sc, out, count, ctl, hnd, hb, cells, plan, rb, part):
-    """:func:`_many_iterate` on ``ctl[C_NT]`` thread blocks (:mod:`.blocks`): the same
-    phases, each one parallel region for every active component, a product fused with the
-    dot products that follow it."""
-    n = len(diag)
-    m = len(comps)
-    nt = ctl[C_NT]
-    R, R0, P, V, PH, SH = W[1], W[2], W[3], W[4], W[5], W[6]
-    T = W[0]
-    tb.many_start(indptr, indices, data, diag, invd, X, W, comps, nt, part, rb)
-    _many_reduce(ctl, hnd, rb, 2 * m, count)
-    _many_tolerances(comps, tol, rel_tol, act, sc, out, rb)
-    for it in range(1, max_iter + 1):
-        na = _many_beta(comps, act, sc)
-        if na == 0:
-            return
-        tb.many_p(P, R, V, sc[1], sc[2], invd, PH, comps, act, n, nt)
-        _many_exchange(ctl, hb, cells, plan, PH, comps, count, na)
-        tb.many_product_r0v(indptr, indices, data, PH, V, R0, comps, act, nt, part, rb)
-        _many_reduce(ctl, hnd, rb, m, count)
-        na = _many_alpha(comps, act, sc, out, rb)
-        tb.many_s(R, V, sc[0], invd, SH, comps, act, n, nt)
-        _many_exchange(ctl, hb, cells, plan, SH, comps, count, na)
-        tb.many_product_dot3(indptr, indices, data, SH, T, R, comps, act, nt, part, rb)
-        _many_reduce(ctl, hnd, rb, 3 * m, count)
-        _many_omega(comps, act, sc, out, rb, it)
-        tb.many_xr(X, PH, SH, R, T, sc[0], sc[2], R0, comps, act, n, nt, part, rb)
-        if _many_more(comps, act):
-            _many_reduce(ctl, hnd, rb, 2 * m, count)
-            _many_update(comps, act, sc, out, rb)
-    for d in comps:
-        if act[d]:
-            out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
 
 
 TAG_MANY = 7441
@@ -442,6 +325,12 @@ def lockstep_results(A, red, mws: lk.ManyWorkspace, plan: LockstepPlan, comps) -
         ph = A.timers("halo_solve")
         if hasattr(ph, "calls"):  # (untimed: a null phase)
             ph.calls += int(c[1])
+    return solve_infos(mws, comps)
+
+
+def solve_infos(mws: lk.ManyWorkspace, comps) -> list[SolveInfo]:
+    """One :class:`SolveInfo` per component of a lockstep solve's ``mws.sc`` and
+    ``mws.out``."""
     sc, out = mws.sc, mws.out
     return [SolveInfo(iters=int(out[d]), res0=float(sc[8, d]), res=float(sc[7, d]),
                       converged=bool(out[3 + d])) for d in comps]

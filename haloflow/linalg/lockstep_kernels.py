@@ -161,6 +161,98 @@ def _bicg3_xr(X, PH, SH, R, S, T, alpha, omega, R0, comps, act, n, out):
         out[2 * j + 1] = s2
 
 
+@nb.njit(cache=True)
+def many_tolerances(comps, tol, rel_tol, act, sc, out, rb):
+    """Each component's initial residual and stopping tolerance from the summed ``rb``, as
+    ``targets.initial`` sets them."""
+    for j in range(len(comps)):
+        d = comps[j]
+        rr, bb = rb[2 * j], rb[2 * j + 1]
+        bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
+        res0 = np.sqrt(rr) / bnorm
+        sc[8, d] = res0
+        sc[7, d] = res0
+        sc[6, d] = bnorm
+        sc[5, d] = max(tol, rel_tol * res0)
+        act[d] = 1 if res0 > sc[5, d] else 0
+        sc[0, d] = sc[2, d] = sc[3, d] = 1.0
+        sc[4, d] = rr
+        out[d] = 0
+        out[3 + d] = 1
+
+
+@nb.njit(cache=True)
+def many_beta(comps, act, sc):
+    """beta of each active component; returns the active count."""
+    na = 0
+    for d in comps:
+        if act[d]:
+            na += 1
+            sc[1, d] = (sc[4, d] / sc[3, d]) * (sc[0, d] / sc[2, d])
+            sc[3, d] = sc[4, d]
+    return na
+
+
+@nb.njit(cache=True)
+def many_alpha(comps, act, sc, out, rb):
+    """alpha from the summed ``r0.v`` (a component with ``r0.v = 0`` stops); returns the
+    active count."""
+    na = 0
+    for j in range(len(comps)):
+        d = comps[j]
+        if act[d]:
+            if rb[j] == 0.0:
+                act[d] = 0
+                out[3 + d] = 1 if sc[7, d] <= sc[5, d] else 0
+            else:
+                sc[0, d] = sc[3, d] / rb[j]
+                na += 1
+    return na
+
+
+@nb.njit(cache=True)
+def many_omega(comps, act, sc, out, rb, it):
+    """omega from the summed (t.s, t.t, s.s); a component converged at ``s`` gets
+    ``act = 2``."""
+    for j in range(len(comps)):
+        d = comps[j]
+        if act[d]:
+            s1, s2, s3 = rb[3 * j], rb[3 * j + 1], rb[3 * j + 2]
+            out[d] = it
+            if np.sqrt(s3) / sc[6, d] <= sc[5, d] or s2 == 0.0:
+                act[d] = 2
+                sc[7, d] = np.sqrt(s3) / sc[6, d]
+            else:
+                sc[2, d] = s1 / s2
+
+
+@nb.njit(cache=True)
+def many_more(comps, act):
+    """Components converged at ``s`` (``act == 2``) stop; returns whether any goes on."""
+    more = False
+    for d in comps:
+        if act[d] == 2:  # converged at s: done
+            act[d] = 0
+        elif act[d] == 1:
+            more = True
+    return more
+
+
+@nb.njit(cache=True)
+def many_update(comps, act, sc, out, rb):
+    for j in range(len(comps)):
+        d = comps[j]
+        if act[d] == 1:
+            w = sc[2, d]
+            sc[4, d] = rb[2 * j]
+            sc[7, d] = np.sqrt(rb[2 * j + 1]) / sc[6, d]
+            if sc[7, d] <= sc[5, d]:
+                act[d] = 0
+            elif w == 0.0 or rb[2 * j] == 0.0:
+                act[d] = 0
+                out[3 + d] = 0
+
+
 LOCKSTEP_SETS = 7  # the lockstep BiCGStab's rows of three vectors (see ManyWorkspace)
 
 
@@ -178,7 +270,6 @@ class ManyWorkspace:
         self.invd = np.zeros(n_rows)
         self.red_out = np.zeros(9)  # per-component partial sums, 3 at most per component
         self.act = np.zeros(3, dtype=np.int64)
-        self.scal = np.zeros((4, 3))  # alpha, beta, omega, rho per component
         # the compiled solve's scalars per component: alpha, beta, omega, rho, rho_new,
         # tolerance, norm of b, residual, initial residual
         self.sc = np.zeros((9, 3))
@@ -198,6 +289,7 @@ class ManyWorkspace:
         flat = self.w.reshape(-1, self.w.shape[2])
         ws.v = list(flat)
         ws.invd = self.invd
+        ws.out = np.zeros(4)
         ws.rows = flat
         ws.reserve(count)
         return ws

@@ -1,15 +1,10 @@
-"""CG with fewer global reductions: single-reduction CG and pipelined CG.
+"""Pipelined CG, and the host's vector kernels of single-reduction CG (the method itself:
+:func:`.flexible.cg1_iterations`).
 
 On many ranks an allreduce is a latency on the critical path of every iteration; classic
-preconditioned CG (:func:`.krylov.pcg`, :func:`.krylov.fcg`) makes two per iteration.
+preconditioned CG (:func:`.krylov.pcg`, :func:`.flexible.fcg`) makes two per iteration,
+single-reduction CG one.
 
-* :func:`cg1` (Chronopoulos & Gear 1989) computes every inner product of an iteration after
-  the preconditioner and the SpMV, so they travel in ONE fused allreduce.  ``A p`` is carried
-  by the recurrence ``s = w + beta s`` (``w = A u``), so one SpMV per iteration as in CG.
-  The direction uses Notay's flexible coefficient ``beta = -(u, A p) / (p, A p)`` (as
-  :func:`.krylov.fcg`), with ``(p, r)`` and ``(p, A p)`` recovered from the same reduction,
-  so it is FCG(1) rewritten, and safe with the AMG K-cycle (a variable preconditioner).
-  With a fixed preconditioner it equals classic PCG in exact arithmetic.
 * :func:`pipecg` (Ghysels & Vanroose 2014) starts a non-blocking allreduce of
   ``(r, u), (w, u), (r, r)`` and hides it behind the preconditioner and the SpMV of the
   next step (``m = M w``, ``n = A m``); all vectors then follow by recurrences.  The
@@ -36,7 +31,6 @@ from ..parallel.reduce import Reducer
 from ..parallel.threads import kernel
 from .krylov import SolveInfo, Workspace, initial_info
 
-CG1_VECTORS = 5
 PIPECG_VECTORS = 9
 
 
@@ -94,18 +88,6 @@ def _cg1_direction(u, w, beta, p, s, n):
         s[i] = w[i] + beta * s[i]
 
 
-def _start(A, b, x, red, ws, precond, r, u, w):
-    """r = b - A x, u = M r, w = A u; one reduction of (r.u, w.u, r.r, b.b)."""
-    n = A.pattern.n_rows
-    np.divide(1.0, A.diag, out=ws.invd)
-    A.residual(x, b, r)
-    _apply(precond, r, ws.invd, u, n)
-    A.matvec(u, w)
-    ru, wu, _ = _cg1_dots(r, u, w, w, n)
-    rr, bb = _dots_rb(r, b, n)
-    return red.sum(ru, wu, rr, bb)
-
-
 @kernel
 def _dots_rb(r, b, n):
     rr = 0.0
@@ -114,40 +96,6 @@ def _dots_rb(r, b, n):
         rr += r[i] * r[i]
         bb += b[i] * b[i]
     return rr, bb
-
-
-def cg1(A, b, x, tol, max_iter, red: Reducer, ws: Workspace, precond=None,
-        rel_tol: float = 0.0) -> SolveInfo:
-    """Single-reduction flexible CG: one fused allreduce of five scalars per iteration."""
-    n = A.pattern.n_rows
-    r, u, w, p, s = ws.reserve(CG1_VECTORS)
-    ru, wu, rr, bb = _start(A, b, x, red, ws, precond, r, u, w)
-    info, tol, bnorm = initial_info(rr, bb, tol, rel_tol)
-    if info.res0 <= tol:
-        return info
-    p[:n] = u[:n]
-    s[:n] = w[:n]
-    ps, pr = wu, ru
-    for it in range(1, max_iter + 1):
-        info.iters = it
-        if ps <= 0.0:  # converged to machine precision on a semi-definite system
-            break
-        if precond is None:
-            pr_old, rr = _cg1_update_jacobi(x, r, p, s, u, ws.invd, pr / ps, n)
-        else:
-            pr_old, rr = _cg1_update(x, r, p, s, pr / ps, n)
-            precond(r, u)
-        A.matvec(u, w)
-        ru, wu, us, pr_old, rr = red.sum(*_cg1_dots(r, u, w, s, n), pr_old, rr)
-        info.res = np.sqrt(rr) / bnorm
-        if info.res <= tol:
-            return info
-        beta = -us / ps
-        _cg1_direction(u, w, beta, p, s, n)
-        ps = wu + beta * (2.0 * us + beta * ps)  # (p, A p) of the new p
-        pr = ru + beta * pr_old  # (p, r) of the new p
-    info.converged = info.res <= tol
-    return info
 
 
 @kernel

@@ -12,11 +12,11 @@ from __future__ import annotations
 from importlib import import_module
 
 PRESSURE_METHODS = {
-    "amg-cg": ("krylov.fcg", "amg"),
-    "amg-cg1": ("lowsync.cg1", "amg"),
+    "amg-cg": ("flexible.fcg", "amg"),
+    "amg-cg1": ("flexible.cg1", "amg"),
     "amg-pipecg": ("lowsync.pipecg", "amg"),
     "cg-jacobi": ("krylov.pcg", "jacobi"),
-    "cg1-jacobi": ("lowsync.cg1", "jacobi"),
+    "cg1-jacobi": ("flexible.cg1", "jacobi"),
     "pipecg-jacobi": ("lowsync.pipecg", "jacobi"),
 }
 

@@ -1,9 +1,10 @@
 """Rank-local preconditioners with an ``apply(r, z)`` method (z ~ A^-1 r on owned rows).
 
-Jacobi is fused into the Krylov kernels (``krylov.py``) and needs no object.  Symmetric
-Gauss-Seidel here sweeps the owned rows forward then backward with ghost values held at
-zero (block Jacobi between ranks) and the l1 diagonal, which adds |a_ij| of the dropped
-ghost couplings so that the rank-local smoother stays convergent however the mesh is cut.
+Jacobi is fused into the Krylov kernels (``krylov.py``, ``lowsync.py``) and needs no
+object.  Symmetric Gauss-Seidel here sweeps the owned rows forward then backward with ghost
+values held at zero (block Jacobi between ranks) and the l1 diagonal, which adds |a_ij| of
+the dropped ghost couplings so that the rank-local smoother stays convergent however the
+mesh is cut.
 On the cavity's momentum equation at Courant number 12.8 it cuts BiCGStab iterations
 threefold against Jacobi, but each sweep is sequential and costs about an SpMV, so a step is
 no faster there (docs/performance.md); it pays where Jacobi struggles more.

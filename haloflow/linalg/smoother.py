@@ -25,10 +25,9 @@ from .lockstep_compiled import (
     C_NT,
     _many_exchange,
     _many_reduce,
-    _many_tolerances,
     lockstep_results,
 )
-from .lockstep_kernels import ManyWorkspace
+from .lockstep_kernels import ManyWorkspace, many_tolerances
 
 
 @nb.njit(cache=True)
@@ -257,7 +256,7 @@ def _sgs_many_c(indptr, indices, data, diag, invd, X, B, comps, tol, rel_tol, ma
         act[d] = 1
     _residual_squares(indptr, indices, data, B, X, comps, act, rb, n, True)
     _many_reduce(ctl, hnd, rb, 2 * m, count)
-    _many_tolerances(comps, tol, rel_tol, act, sc, out, rb)
+    many_tolerances(comps, tol, rel_tol, act, sc, out, rb)
     sweeps = 0
     while sweeps < max_iter:
         na = 0

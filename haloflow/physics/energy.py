@@ -24,7 +24,7 @@ import numba as nb
 import numpy as np
 
 from ..backends.layout import components
-from ..linalg.krylov import bicgstab
+from ..linalg.bicgstab import bicgstab
 from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..mesh.core import centre_deltas

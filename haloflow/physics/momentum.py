@@ -14,7 +14,7 @@ import numba as nb
 import numpy as np
 
 from ..backends.layout import components
-from ..linalg.krylov import bicgstab
+from ..linalg.bicgstab import bicgstab
 from ..linalg.lockstep import bicgstab_many, compiled_lockstep
 from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual

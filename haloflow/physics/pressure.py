@@ -22,9 +22,10 @@ import numpy as np
 
 from ..io.checkpoint import CheckpointError
 from ..linalg.amg import AMG
+from ..linalg.flexible import CG1_VECTORS
 from ..linalg.kcycle import compiled_solver
 from ..linalg.krylov import SolveInfo
-from ..linalg.lowsync import CG1_VECTORS, PIPECG_VECTORS
+from ..linalg.lowsync import PIPECG_VECTORS
 from ..linalg.matrix import DistMatrix
 from ..linalg.measure import NormalisedResidual
 from ..linalg.methods import pressure_method

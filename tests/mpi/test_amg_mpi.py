@@ -20,6 +20,7 @@ import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
 from haloflow.io.probes import gather_cells
+from haloflow.linalg import flexible
 from haloflow.linalg import krylov as K
 from haloflow.linalg.amg import AMG
 from haloflow.linalg.amg_kernels import l1_inverse
@@ -36,7 +37,7 @@ def _solve(lm, comm, dirichlet, tol=1e-10):
     amg = AMG(A, lm, Reducer(comm))
     amg.refresh()
     x = np.zeros(lm.n_cells)
-    info = K.fcg(A, b, x, tol, 200, K.Reducer(comm), K.Workspace(lm.n_cells, lm.n_owned, 8),
+    info = flexible.fcg(A, b, x, tol, 200, K.Reducer(comm), K.Workspace(lm.n_cells, lm.n_owned, 8),
                  amg.apply)
     if not dirichlet:
         x[: lm.n_owned] -= comm.allreduce(x[: lm.n_owned].sum()) / lm.n_cells_global
@@ -114,7 +115,7 @@ def test_redundant_coarse_solve_is_the_same_on_every_rank(nranks):
             amg = AMG(A, lm, Reducer(comm), **kw)
             amg.refresh()
             x = np.zeros(lm.n_cells)
-            info = K.fcg(A, b, x, 1e-8, 200, K.Reducer(comm),
+            info = flexible.fcg(A, b, x, 1e-8, 200, K.Reducer(comm),
                          K.Workspace(lm.n_cells, lm.n_owned, 8), amg.apply)
             fr = amg.first_redundant
             red = amg.levels[fr]
@@ -136,7 +137,7 @@ def test_redundant_coarse_solve_is_the_same_on_every_rank(nranks):
             amg_s = AMG(As, ls, Reducer(MPI.COMM_SELF), **kw)
             amg_s.refresh()
             xs = np.zeros(ls.n_cells)
-            info_s = K.fcg(As, bs, xs, 1e-8, 200, K.Reducer(MPI.COMM_SELF),
+            info_s = flexible.fcg(As, bs, xs, 1e-8, 200, K.Reducer(MPI.COMM_SELF),
                            K.Workspace(ls.n_cells, ls.n_owned, 8), amg_s.apply)
             xs -= xs[: ls.n_owned].mean()
             assert info.converged and np.abs(xg - xs[: ls.n_owned]).max() <= \

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from haloflow.linalg.krylov import Workspace, bicgstab, pcg
+from haloflow.linalg.bicgstab import bicgstab
+from haloflow.linalg.krylov import Workspace, pcg
 from haloflow.linalg.matrix import DistMatrix, Pattern
 from haloflow.mesh.blocks import box
 from haloflow.parallel.decompose import decompose

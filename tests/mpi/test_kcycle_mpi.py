@@ -1,6 +1,6 @@
 """The compiled pressure solve on 2-3 ranks (halo exchanges, spanning-aggregate transfers,
 allreduces and the redundant level's allgatherv called from numba) against the Python path
-(krylov.fcg / lowsync.cg1 with AMG.apply) on the same distributed hierarchy: same iterations,
+(flexible.fcg / flexible.cg1 with AMG.apply) on the same distributed hierarchy: same iterations,
 same answer to round-off, same counters; and both against the serial solve."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from haloflow.linalg import kcycle
+from haloflow.linalg import flexible, kcycle
 from haloflow.linalg import krylov as K
 from haloflow.linalg import lowsync as L
 from haloflow.linalg.amg import AMG
@@ -56,7 +56,7 @@ def test_compiled_solve_matches_python_path(nranks):
         ws.reserve(L.PIPECG_VECTORS)
         amg = AMG(A, lm, Reducer(comm), strategy="aggregated")
         exs = [A.ex] + amg.coarse_exchangers()
-        for krylov in (K.fcg, L.cg1):
+        for krylov in (flexible.fcg, flexible.cg1):
             _reset(amg, exs)
             x1 = np.zeros(lm.n_cells)
             i1 = krylov(A, b, x1, 1e-9, 200, amg.red, ws, amg.apply)
@@ -101,7 +101,7 @@ def test_coarse_cycles_match_serial_and_each_other(nranks):
             b = smooth_rhs(m, Reducer(c))
             ws = K.Workspace(m.n_cells, m.n_owned, 8)
             amg = AMG(A, m, Reducer(c), cycle=cycle)
-            fast = kcycle.compiled_solver(amg, L.cg1)
+            fast = kcycle.compiled_solver(amg, flexible.cg1)
             amg.red.stats.calls = 0
             x = np.zeros(m.n_cells)
             info = fast.solve(b, x, 1e-11, 200, ws)

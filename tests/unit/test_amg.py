@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
-from haloflow.linalg import aggregation, amg_kernels, amg_levels
+from haloflow.linalg import aggregation, amg_kernels, amg_levels, flexible
 from haloflow.linalg import amg as amg_module
 from haloflow.linalg import krylov as K
 from haloflow.linalg.aggregation import pairwise
@@ -40,7 +40,7 @@ def rhs(lm, zero_mean=False):
 def solve(lm, A, b, tol=1e-10):
     amg = AMG(A, lm, self_reducer())
     x = np.zeros(lm.n_cells)
-    info = K.fcg(A, b, x, tol, 200, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
+    info = flexible.fcg(A, b, x, tol, 200, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
                  amg.apply)
     return x, info, amg
 
@@ -182,7 +182,7 @@ def test_refresh_follows_new_coefficients():
     A.diag *= 4.0
     amg.refresh()
     x2 = np.zeros(lm.n_cells)
-    info = K.fcg(A, b, x2, 1e-10, 100, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
+    info = flexible.fcg(A, b, x2, 1e-10, 100, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
                  amg.apply)
     assert info.iters == info1.iters
     assert np.abs(4.0 * x2 - x1).max() <= 1e-8 * np.abs(x1).max()
@@ -213,8 +213,8 @@ def test_gather_threshold_moves_work_never_the_hierarchy(dense_lu, monkeypatch):
     for gb in (None, 1000, 10**9):
         amg = AMG(A, lm, self_reducer(), gather_below=gb, cycle="K")  # its coarse reductions
         x = np.zeros(lm.n_cells)
-        info = K.fcg(A, b, x, 1e-8, 200, Reducer(COMM), K.Workspace(lm.n_cells, lm.n_owned, 8),
-                     amg.apply)
+        info = flexible.fcg(A, b, x, 1e-8, 200, Reducer(COMM),
+                            K.Workspace(lm.n_cells, lm.n_owned, 8), amg.apply)
         runs.append(([lev.n for lev in amg.levels], info.iters, x, amg.red.stats.calls,
                      amg.first_redundant, amg))
     (lv0, it0, x0, c0, f0, _), (lv1, it1, x1, c1, f1, _), (lv2, it2, x2, c2, f2, amg) = runs
@@ -393,7 +393,7 @@ def test_coarsest_factors_kept_while_its_entries_barely_move():
     def resolve():
         amg.refresh()
         x = np.zeros(lm.n_cells)
-        info = K.fcg(A, b, x, 1e-10, 100, Reducer(COMM),
+        info = flexible.fcg(A, b, x, 1e-10, 100, Reducer(COMM),
                      K.Workspace(lm.n_cells, lm.n_owned, 8), amg.apply)
         ref = spla.spsolve(A.to_scipy().tocsc(), b)
         assert np.abs(x[:lm.n_owned] - ref).max() <= 1e-7 * np.abs(ref).max()

@@ -10,7 +10,8 @@ from mpi4py import MPI
 
 from haloflow.case import load_case
 from haloflow.linalg import smoother
-from haloflow.linalg.krylov import Workspace, bicgstab
+from haloflow.linalg.bicgstab import bicgstab
+from haloflow.linalg.krylov import Workspace
 from haloflow.linalg.lockstep_kernels import ManyWorkspace
 from haloflow.linalg.matrix import DistMatrix, Pattern
 from haloflow.linalg.smoother import sgs, sgs_many

@@ -114,6 +114,8 @@ import json
 import numpy as np
 from mpi4py import MPI
 from haloflow import backends
+from haloflow.linalg import flexible
+from haloflow.linalg.bicgstab import bicgstab
 from haloflow.linalg import amg as amg_module, kcycle, krylov as K
 from haloflow.linalg.amg import AMG
 from haloflow.linalg.device_bicgstab import DeviceBiCGStab
@@ -144,7 +146,7 @@ for cells, dirichlet, cycle in (((12, 10, 1), True, "V"), ((12, 10, 1), False, "
     amg = AMG(A, lm, red, cycle=cycle)
     ws = K.Workspace(lm.n_cells, lm.n_owned, 8)
     x1 = np.zeros(lm.n_cells)
-    host = kcycle.compiled_solver(amg, K.fcg).solve(b, x1, 1e-9, 100, ws)
+    host = kcycle.compiled_solver(amg, flexible.fcg).solve(b, x1, 1e-9, 100, ws)
     dev = DeviceSolve(amg, be)
     x2 = np.zeros(lm.n_cells)
     calls = sums[0]
@@ -186,7 +188,7 @@ red = Reducer(MPI.COMM_SELF)
 b = smooth_rhs(lm, red)
 ws = K.Workspace(lm.n_cells, lm.n_owned, 8)
 x1 = np.full(lm.n_cells, 0.1)
-host = K.bicgstab(A, b, x1, 1e-10, 100, red, ws)
+host = bicgstab(A, b, x1, 1e-10, 100, red, ws)
 dev = DeviceBiCGStab(A.pattern, lm, A.ex, be)
 dev.set_matrix(A)
 x2 = np.full(lm.n_cells, 0.1)
@@ -212,9 +214,11 @@ def test_device_solve_equals_the_host_solve_in_the_simulator():
             continue
         if r["cycle"] != "V":  # the Krylov cycles run on the first coarse level (not the last)
             assert r["krylov"][1] and len(r["krylov"]) >= 3, r
-        # every reduction read back once, and FCG's second one twice (its update's r.r and
-        # z.q come from two kernels)
-        assert r["reduction_reads"] == r["reductions"] + r["iters"][1], r
+        # every reduction read back once, and FCG's second one twice where its update's r.r
+        # and z.q (two kernels) travel together: in every iteration but a last one whose
+        # convergence the first sums foresaw (r.r alone, no cycle)
+        fused = r["reduction_reads"] - r["reductions"]
+        assert r["iters"][1] - 1 <= fused <= r["iters"][1], r
         # the solve: right-hand side and first guess in, the answer out
         assert r["to_host_bytes"] >= 8 * r["n"] + 40 * r["reduction_reads"], r
         assert r["refresh_bytes"] == r["refresh_want"], r

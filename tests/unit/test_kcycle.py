@@ -1,5 +1,5 @@
 """The compiled pressure solve (linalg/kcycle.py) against the Python path it replaces:
-krylov.fcg / lowsync.cg1 with AMG.apply.  Same iterations, same answer to round-off, same
+flexible.fcg / flexible.cg1 with AMG.apply.  Same iterations, same answer to round-off, same
 counters (reductions, exchanges per level, the matrix's exchanger), on definite and
 all-Neumann problems in 2D and 3D; the coarsest level's Cholesky against SuperLU."""
 
@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 from haloflow.case import load_case
 from haloflow.linalg import cycle as cycle_tables
-from haloflow.linalg import kcycle
+from haloflow.linalg import flexible, kcycle
 from haloflow.linalg import krylov as K
 from haloflow.linalg import lowsync as L
 from haloflow.linalg.amg import AMG
@@ -80,7 +80,7 @@ def _compare(krylov, lm, A, b, ws, amg, tol, rel_tol=0.0):
     return i1, i2, np.abs(x1[:n] - x2[:n]).max() / np.abs(x1[:n]).max()
 
 
-@pytest.mark.parametrize("krylov", [K.fcg, L.cg1], ids=["fcg", "cg1"])
+@pytest.mark.parametrize("krylov", [flexible.fcg, flexible.cg1], ids=["fcg", "cg1"])
 @pytest.mark.parametrize(("cells", "dirichlet"), PROBLEMS, ids=IDS)
 def test_same_iterations_and_answer_as_python(krylov, cells, dirichlet):
     lm, A, b, ws = _problem(cells, dirichlet)
@@ -137,10 +137,10 @@ def test_fcg_makes_no_cycle_after_its_last_iteration(cells, dirichlet):
         amg.apply(r, z)
 
     x1 = np.zeros(lm.n_cells)
-    info = K.fcg(A, b, x1, 1e-9, 200, amg.red, ws, counted)
+    info = flexible.fcg(A, b, x1, 1e-9, 200, amg.red, ws, counted)
     assert info.converged and info.iters == iters and len(now) == iters
     np.testing.assert_array_equal(x1[:lm.n_owned], x0[:lm.n_owned])
-    _, i2, diff = _compare(K.fcg, lm, A, b, ws, amg, 1e-9)
+    _, i2, diff = _compare(flexible.fcg, lm, A, b, ws, amg, 1e-9)
     assert i2.iters == iters and diff < 1e-11
 
 
@@ -148,9 +148,9 @@ def test_v_cycle_and_relative_tolerance():
     """The V-cycle variant, a relative tolerance, and a solve that starts converged."""
     lm, A, b, ws = _problem((24, 20, 1), False)
     amg = AMG(A, lm, Reducer(COMM), cycle="V")
-    i1, i2, diff = _compare(K.fcg, lm, A, b, ws, amg, 1e-12, rel_tol=1e-3)
+    i1, i2, diff = _compare(flexible.fcg, lm, A, b, ws, amg, 1e-12, rel_tol=1e-3)
     assert i1.iters == i2.iters > 1 and diff < 1e-11
-    fast = kcycle.compiled_solver(amg, K.fcg)
+    fast = kcycle.compiled_solver(amg, flexible.fcg)
     x = np.ones(lm.n_cells)
     info = fast.solve(b, x, 1e3, 200, ws)
     assert info.iters == 0 and info.converged and np.all(x == 1.0)
@@ -163,7 +163,7 @@ def test_refresh_follows_new_coefficients():
     lm, A, b, ws = _problem((16, 16, 8), True)
     amg = AMG(A, lm, Reducer(COMM))
     fresh = AMG(A, lm, Reducer(COMM))
-    fast = kcycle.compiled_solver(amg, K.fcg)
+    fast = kcycle.compiled_solver(amg, flexible.fcg)
     scale = 1.0 + np.linspace(0.0, 2.0, len(A.data))  # symmetric: a function of the face
     p = A.pattern
     rows = np.repeat(np.arange(p.n_rows), np.diff(p.indptr).astype(np.int64))
@@ -177,7 +177,7 @@ def test_refresh_follows_new_coefficients():
     fast.refresh()
     fresh.refresh()
     x1, x2 = np.zeros(lm.n_cells), np.zeros(lm.n_cells)
-    i1 = K.fcg(A, b, x1, 1e-10, 200, fresh.red, ws, fresh.apply)
+    i1 = flexible.fcg(A, b, x1, 1e-10, 200, fresh.red, ws, fresh.apply)
     i2 = fast.solve(b, x2, 1e-10, 200, ws)
     assert i1.iters == i2.iters
     n = lm.n_owned
@@ -207,7 +207,7 @@ def test_coarsest_cholesky_matches_superlu(dirichlet, monkeypatch):
     monkeypatch.setattr(amg_module, "CHOLESKY", True)
     amg = AMG(A, lm, Reducer(COMM))
     lev = amg.levels[-1]
-    fast = kcycle.compiled_solver(amg, K.fcg)
+    fast = kcycle.compiled_solver(amg, flexible.fcg)
     assert lev.chol and fast.lu[0] is lev.lu.perm_r and lev.lu is not superlu
     assert lev.pinned == pinned == (-1 if dirichlet else lev.n - 1)
     rhs = np.sin(np.arange(lev.n, dtype=float))
@@ -225,7 +225,7 @@ def test_not_used_for_jacobi():
     assert kcycle.compiled_solver(amg, L.pipecg) is None
 
 
-@pytest.mark.parametrize("method", [K.fcg, L.cg1])
+@pytest.mark.parametrize("method", [flexible.fcg, flexible.cg1])
 def test_thread_blocks_solve_as_one_thread(method, monkeypatch):
     """On thread blocks (here 3 blocks on however many threads numba has: the blocks'
     arithmetic does not depend on the threads that run them) the solve reaches the same
@@ -306,7 +306,7 @@ def test_every_coarse_cycle_equals_python_path(cycle):
     lm, A, b, ws = _problem((20, 20, 20), False)
     amg = AMG(A, lm, Reducer(COMM), cycle=cycle)
     assert amg.cycle_kind == cycle
-    for krylov in (K.fcg, L.cg1):
+    for krylov in (flexible.fcg, flexible.cg1):
         i1, i2, diff = _compare(krylov, lm, A, b, ws, amg, 1e-9)
         assert i2.iters == i1.iters and i2.converged and diff < 1e-11, (krylov, diff)
 
@@ -320,7 +320,7 @@ def test_amli_makes_no_reductions_and_keeps_the_iterations():
     for cycle in ("K", "A"):
         amg = AMG(A, lm, Reducer(COMM), cycle=cycle)
         assert sum(lev.krylov for lev in amg.levels[1:]) == 2
-        fast = kcycle.compiled_solver(amg, L.cg1)
+        fast = kcycle.compiled_solver(amg, flexible.cg1)
         _reset(amg)
         info = fast.solve(b, np.zeros(lm.n_cells), 1e-8, 100, ws)
         assert info.converged

@@ -10,7 +10,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
-from haloflow.linalg.krylov import Workspace, bicgstab, pcg
+from haloflow.linalg.bicgstab import bicgstab
+from haloflow.linalg.krylov import Workspace, pcg
 from haloflow.linalg.matrix import DistMatrix, Pattern
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo

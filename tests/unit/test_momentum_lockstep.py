@@ -11,7 +11,7 @@ from mpi4py import MPI
 
 from haloflow.case import load_case
 from haloflow.linalg import lockstep, lockstep_compiled
-from haloflow.linalg.krylov import bicgstab
+from haloflow.linalg.bicgstab import bicgstab
 from haloflow.linalg.lockstep import bicgstab_many
 from haloflow.mesh.blocks import box
 from haloflow.parallel import halo

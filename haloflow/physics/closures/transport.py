@@ -59,7 +59,7 @@ import numba as nb
 import numpy as np
 
 from ...backends.layout import components
-from ...linalg.krylov import bicgstab
+from ...linalg.bicgstab import bicgstab
 from ...linalg.matrix import DistMatrix
 from ..patches import EMPTY, FIXED, PATCH_TYPES, SYMMETRY, ZERO_GRADIENT
 from ..time import scalar_levels
