@@ -12,7 +12,8 @@ average is recorded before each pair, so a noisy run shows.
 
 Cases: the 2D cavity at 128^2 (Re 100, lid Courant 12.8, the default case) and the 3D cavity
 at 32^3 with all six faces walls (lid Courant 0.5), both 40 steps from rest on 1 rank, no
-field output.  Printed as a table, written as JSON (default benchmarks/results/revisions.json).
+field output; on request ``pitzdaily`` (the shipped steady case, 40 SIMPLE iterations).
+Printed as a table, written as JSON (default benchmarks/results/revisions.json).
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ from pathlib import Path
 
 from _common import BIN, REPO
 
-QUIET = ["--quiet", "--force", "--set", "output.fields=false", "--set", "output.plots=false",
-         "--set", "postprocess.cavity=false"]
-CASES = {
-    "cavity 128^2": ["--set", "mesh.cells=[128,128,1]"],
-    "cavity3d 32^3": ["--set", "mesh.cells=[32,32,32]", "--set", "boundary.front.type=wall",
-                      "--set", "boundary.back.type=wall", "--set", f"solver.dt={0.5 / 32!r}"],
+QUIET = ["--quiet", "--force", "--set", "output.fields=false", "--set", "output.plots=false"]
+NO_CAVITY_POST = ["--set", "postprocess.cavity=false"]
+CASES = {  # name: (built-in case, its settings)
+    "cavity 128^2": ("cavity", [*NO_CAVITY_POST, "--set", "mesh.cells=[128,128,1]"]),
+    "cavity3d 32^3": ("cavity", [*NO_CAVITY_POST, "--set", "mesh.cells=[32,32,32]", "--set",
+                                 "boundary.front.type=wall", "--set", "boundary.back.type=wall",
+                                 "--set", f"solver.dt={0.5 / 32!r}"]),
+    "pitzdaily": ("pitzdaily", []),  # as shipped: SIMPLE iterations, the pressure AMG
 }
 
 
@@ -53,11 +56,12 @@ def env_for(tree: Path) -> dict:
             "NUMBA_CACHE_DIR": str(tree / ".numba_cache")}
 
 
-def run_once(tree: Path, ranks: int, args: list[str], steps: int, work: Path) -> float:
+def run_once(tree: Path, ranks: int, case: str, args: list[str], steps: int,
+             work: Path) -> float:
     """s/step of the steps after the first."""
     out = Path(tempfile.mkdtemp(dir=work)) / "run"
     cmd = [str(BIN / "mpiexec"), "-n", str(ranks), sys.executable, "-m", "haloflow", "run",
-           "cavity", "-o", str(out), "--steps", str(steps), *QUIET, *args]
+           case, "-o", str(out), "--steps", str(steps), *QUIET, *args]
     subprocess.run(cmd, check=True, env=env_for(tree), cwd=tree, stdout=subprocess.DEVNULL)
     s = json.loads((out / "summary.json").read_text())
     return (s["loop_s"] - s["first_step_s"]) / max(s["steps"] - 1, 1)
@@ -88,14 +92,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name in [c.strip() for c in a.cases.split(",") if c.strip()]:
-            args = race_args(a.steps) if name == RACE else CASES.get(name)
+            case, args = ("cavity", race_args(a.steps)) if name == RACE else CASES.get(
+                name, (None, None))
             if args is None:
                 sys.exit(f"revisions.py: error: --cases: unknown case {name!r}")
             times: dict[str, list[float]] = {"before": [], "after": []}
             ratios, loads = [], []
             for _ in range(a.repeat):
                 loads.append(os.getloadavg()[0])
-                pair = {k: run_once(t, a.ranks, args, a.steps, work) for k, t in trees.items()}
+                pair = {k: run_once(t, a.ranks, case, args, a.steps, work)
+                        for k, t in trees.items()}
                 for k, v in pair.items():
                     times[k].append(v)
                 ratios.append(pair["after"] / pair["before"])
