@@ -43,6 +43,7 @@ COMMANDS = {
     "bench": ".bench.halo",
     "mesh": ".cli.mesh",
     "decompose": ".cli.decompose",
+    "foam-case": ".cli.foam_case",
     "netpipe": ".bench.netpipe",
     "scale": ".study.scale",
     "predict": ".study.predict",

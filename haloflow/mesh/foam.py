@@ -56,14 +56,14 @@ def _open(folder: Path, name: str) -> Lexer:
     for path in (folder / name, folder / f"{name}.gz"):
         if path.is_file():
             try:
-                data = _read(path)
+                data = read_bytes(path)
             except (OSError, EOFError, zlib.error) as e:
                 raise MeshError(f"{path}: cannot read ({e})") from None
             return Lexer(path, data)
     raise MeshError(f"{folder}: no '{name}' file (a polyMesh needs {', '.join(FILES)})")
 
 
-def _read(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
     """The file's bytes, decompressed if it is a .gz, at most the mesh file ceiling of
     :mod:`haloflow.limits` (a small .gz can claim terabytes; a plain file has the same
     ceiling), read with that limit so that no more is ever held."""
@@ -374,6 +374,12 @@ def find_polymesh(path: str | Path) -> Path:
     what = "no such file or directory" if not p.exists() else "no OpenFOAM mesh"
     raise MeshError(f"{path}: {what} (expected a case with constant/polyMesh/"
                     f"{{{','.join(FILES)}}} or a polyMesh directory)")
+
+
+def foam_patch_types(path: str | Path) -> dict[str, str]:
+    """Each patch's ``type`` in the ``boundary`` file (wall, patch, empty, cyclic...), in mesh
+    order."""
+    return {e.name: e.type for e in _boundary(find_polymesh(path))[1]}
 
 
 def foam_patch_names(path: str | Path) -> list[str]:
