@@ -2,7 +2,8 @@
 
 What maps (OpenFOAM v1912's files; everything read as data, nothing evaluated):
 
-- ``constant/polyMesh``: the mesh (``[mesh] type = "file"``), its patches' types;
+- ``constant/polyMesh``, or ``system/blockMeshDict`` where there is none yet: the mesh
+  (``[mesh] type = "file"``), its patches' types;
 - ``system/controlDict``: ``application`` (icoFoam, pisoFoam, pimpleFoam: PISO; simpleFoam:
   SIMPLE), ``deltaT``, ``startTime`` (0), ``endTime`` (SIMPLE: the iteration limit);
 - ``constant/transportProperties``: a Newtonian ``nu``; ``constant/turbulenceProperties``
@@ -29,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..mesh import MeshError
+from ..mesh import MeshError, mesh_format
+from ..mesh.blockmesh import blockmesh_patch_types
 from ..mesh.foam import find_polymesh, foam_patch_types, read_bytes
 from ..mesh.foam_lexer import Lexer
 from .schema import CaseError
@@ -255,20 +257,25 @@ def _schemes(path: Path, d: dict, algorithm: str, notes: list[str]) -> dict:
     return out
 
 
-def _solver(path: Path, d: dict, name: str) -> dict | None:
-    """The ``solvers`` entry for field ``name``: keys are names or quoted patterns
-    (``"(U|k)"``, ``"p.*"``); an exact name first."""
-    solvers = _get(d, path, "solvers", kind=dict) or {}
-    if isinstance(solvers.get(name), dict):
-        return solvers[name]
-    for key, v in solvers.items():
-        if key.startswith('"') and isinstance(v, dict):
+def _lookup(entries: dict, name: str):
+    """The entry for field ``name``: an exact key first, then the first quoted pattern that
+    matches it (``"(U|k)"``, ``".*"``), as OpenFOAM looks them up."""
+    if name in entries:
+        return entries[name]
+    for key, v in entries.items():
+        if key.startswith('"'):
             try:
                 if re.fullmatch(key.strip('"'), name):
                     return v
             except re.error:
                 continue
     return None
+
+
+def _solver(path: Path, d: dict, name: str) -> dict | None:
+    """The ``solvers`` entry for field ``name``."""
+    v = _lookup(_get(d, path, "solvers", kind=dict) or {}, name)
+    return v if isinstance(v, dict) else None
 
 
 def _solution(path: Path, d: dict, algorithm: str, notes: list[str]) -> dict:
@@ -310,14 +317,12 @@ def _simple(path: Path, d: dict, ctl: dict, notes: list[str]) -> dict:
         out["residual_tol"] = max(_number(v, path, f"SIMPLE/residualControl/{k}")
                                   for k, v in rc.items() if isinstance(v, list))
         out["residual_norm"] = "normalised"  # simpleFoam's measure
-    relax: dict = {}
-    for group in ("fields", "equations"):
-        g = _get(d, path, "relaxationFactors", group, kind=dict) or {}
-        for key, mine in (("p", "p"), ("U", "U")):
-            if key in g:
-                relax[mine] = _number(g[key], path, f"relaxationFactors/{group}/{key}")
-    if relax:
-        out["relaxation"] = relax
+    relax = {"p": 1.0, "U": 1.0}  # OpenFOAM relaxes nothing it is not told to
+    for group, key in (("fields", "p"), ("equations", "U")):
+        v = _lookup(_get(d, path, "relaxationFactors", group, kind=dict) or {}, key)
+        if isinstance(v, list):
+            relax[key] = _number(v, path, f"relaxationFactors/{group}/{key}")
+    out["relaxation"] = relax
     return out
 
 
@@ -384,8 +389,10 @@ def read_foam_case(folder: str | Path, out_dir: Path) -> tuple[dict, list[str]]:
     folder = Path(folder)
     notes: list[str] = []
     try:
-        mesh = find_polymesh(folder)
-        types = foam_patch_types(mesh)
+        if mesh_format(folder) == "blockmesh":  # meshed as blockMesh would, at run time
+            types = blockmesh_patch_types(folder)
+        else:
+            types = foam_patch_types(find_polymesh(folder))
     except MeshError as e:
         raise CaseError(str(e)) from None
     files = _files(folder, notes)

@@ -470,14 +470,21 @@ def _dict_path(path: str | Path) -> Path:
     return found
 
 
-def blockmesh_patch_names(path: str | Path) -> list[str]:
-    """Patch names in mesh order (the listed patches, then the default patch if any block
-    face is in none), from the dictionary alone: no points are made."""
+def blockmesh_patch_types(path: str | Path) -> dict[str, str]:
+    """Each patch's type in mesh order (the listed patches, then the default patch if any
+    block face is in none), from the dictionary alone: no points are made."""
     d = parse(_dict_path(path))
     topo = _topology(d)
     _check_shapes(d)
-    return [p.name for p in d.patches if p.type != "cyclic"] + \
-        ([d.default_name] if topo.has_default else [])
+    types = {p.name: p.type for p in d.patches}
+    if topo.has_default:
+        types[d.default_name] = d.default_type
+    return types
+
+
+def blockmesh_patch_names(path: str | Path) -> list[str]:
+    """Patch names in mesh order, cyclic patches left out (:func:`blockmesh_patch_types`)."""
+    return [n for n, t in blockmesh_patch_types(path).items() if t != "cyclic"]
 
 
 def read_blockmesh(path: str | Path, notes: list[str] | None = None):

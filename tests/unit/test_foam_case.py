@@ -158,6 +158,45 @@ def test_references_directives_and_nonuniform_fields(tmp_path):
     assert any("inletOutlet as an outlet" in n for n in notes)
 
 
+BLOCKMESH = """
+convertToMeters 0.1;
+vertices ((0 0 0) (1 0 0) (1 1 0) (0 1 0) (0 0 0.1) (1 0 0.1) (1 1 0.1) (0 1 0.1));
+blocks (hex (0 1 2 3 4 5 6 7) (20 20 1) simpleGrading (1 1 1));
+boundary
+(
+    movingWall { type wall; faces ((3 7 6 2)); }
+    fixedWalls { type wall; faces ((0 4 7 3) (2 6 5 1) (1 5 4 0)); }
+    frontAndBack { type empty; faces ((0 3 2 1) (4 5 6 7)); }
+);
+"""
+
+
+def test_a_simplefoam_case_on_its_blockmeshdict(tmp_path):
+    """No polyMesh yet: the patches come from system/blockMeshDict (haloflow meshes it as
+    blockMesh would); SIMPLE's settings map, and a relaxation factor OpenFOAM is not given
+    is 1 (haloflow's own defaults relax)."""
+    folder = _case(tmp_path, **{
+        "system__blockMeshDict": BLOCKMESH,
+        "system__controlDict": FILES["system/controlDict"].replace("icoFoam", "simpleFoam")
+        .replace("endTime         0.5", "endTime 300").replace("deltaT          0.005",
+                                                                "deltaT 1"),
+        "system__fvSolution": FILES["system/fvSolution"].split("PISO")[0] + """
+SIMPLE { nNonOrthogonalCorrectors 1; consistent yes; residualControl { p 1e-2; U 1e-3; } }
+relaxationFactors { equations { U 0.9; ".*" 0.9; } }
+"""})
+    shutil.rmtree(folder / "constant" / "polyMesh")
+    case, _ = read_foam_case(folder, folder)
+    s = case["solver"]
+    assert case["mesh"]["file"] == "."
+    assert list(case["boundary"]) == ["movingWall", "fixedWalls", "frontAndBack"]
+    assert (s["algorithm"], s["max_iterations"], s["n_nonorth_correctors"]) == ("simple", 300, 1)
+    assert (s["consistent"], s["residual_tol"], s["residual_norm"]) == (True, 1e-2, "normalised")
+    assert s["relaxation"] == {"p": 1.0, "U": 0.9} and "dt" not in s
+    res = _cli(folder)
+    assert res.returncode == 0, res.stderr
+    assert load_case(folder / "haloflow.toml").solver.relaxation.p == 1.0
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"system__controlDict": FILES["system/controlDict"].replace("icoFoam", "rhoPimpleFoam")},
      "application rhoPimpleFoam"),
