@@ -313,10 +313,12 @@ def _simple(path: Path, d: dict, ctl: dict, notes: list[str]) -> dict:
     if "consistent" in ctl:
         out["consistent"] = _text(ctl["consistent"]) in ("yes", "true", "on")
     rc = ctl.get("residualControl")
-    if isinstance(rc, dict) and rc:
-        out["residual_tol"] = max(_number(v, path, f"SIMPLE/residualControl/{k}")
-                                  for k, v in rc.items() if isinstance(v, list))
-        out["residual_norm"] = "normalised"  # simpleFoam's measure
+    if isinstance(rc, dict):
+        tols = [_number(v, path, f"SIMPLE/residualControl/{k}")
+                for k in ("p", "U") if isinstance(v := _lookup(rc, k), list)]
+        if tols:  # haloflow stops on every equation's residual at once: the loosest
+            out["residual_tol"] = max(tols)
+            out["residual_norm"] = "normalised"  # simpleFoam's measure
     relax = {"p": 1.0, "U": 1.0}  # OpenFOAM relaxes nothing it is not told to
     for group, key in (("fields", "p"), ("equations", "U")):
         v = _lookup(_get(d, path, "relaxationFactors", group, kind=dict) or {}, key)
