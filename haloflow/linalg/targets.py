@@ -1,11 +1,12 @@
 """A solver method written once and run on every target.
 
-A method (:mod:`.flexible`, :mod:`.bicgstab`) is one Python function over operations named
-``ops.*``, each taking the target's context first.  :func:`for_target` makes the method's
-copy for one target with ``ops`` bound to that target's operations (a module or a class):
-compiled by numba for the whole-solve CPU path, or interpreted where each operation is a call
-into compiled kernels (the host from Python, the device's kernel launches).  The copy runs the
-same source, so the method's arithmetic, reductions and stopping rule are the same everywhere.
+A method (:mod:`.flexible`, :mod:`.bicgstab`, :mod:`.cycles`) is one Python function over
+operations named ``ops.*``, each taking the target's context first.  :func:`for_target`
+makes the method's copy for one target with ``ops`` bound to that target's operations (a
+module or a class): compiled by numba for the whole-solve CPU path, or interpreted where
+each operation is a call into compiled kernels (the host from Python, the device's kernel
+launches).  The copy runs the same source, so the method's arithmetic, reductions and
+stopping rule are the same everywhere.
 
 Every method reports ``out = (iterations, initial residual, final residual, converged)``,
 residuals relative to ``||b||``, and stops at ``max(tol, rel_tol * initial)`` (``rel_tol`` is
