@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from ..mpiutil import UserError, one_line
+from ..mpiutil import UserError
 
 EPILOG = """\
 examples:
@@ -70,15 +69,9 @@ def decompose(case, ranks: int, outdir: Path, log=print) -> dict:
 
 def main(args) -> int:
     """Entry point of ``haloflow decompose``."""
-    from ..case import CaseError, load_case
+    from ..case import load_case
+    from .errors import bad_input
 
-    try:
-        decompose(load_case(args.case, list(args.overrides)), args.ranks, args.outdir)
-    except (UserError, CaseError) as e:
-        sys.stderr.write(one_line(f"haloflow: error: {e}") + "\n")
-        return 2
-    except OSError as e:
-        sys.stderr.write(one_line(f"haloflow: error: {e.filename or args.outdir}: cannot "
-                                  f"write ({e.strerror})") + "\n")
-        return 2
-    return 0
+    done = bad_input(lambda: decompose(load_case(args.case, list(args.overrides)), args.ranks,
+                                       args.outdir), args.outdir)
+    return 2 if done is None else 0

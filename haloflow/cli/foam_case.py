@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from ..mpiutil import one_line
@@ -63,18 +62,11 @@ def write_case(folder: Path, output: Path) -> list[str]:
 
 def main(args) -> int:
     """Entry point of ``haloflow foam-case``."""
-    from ..case import CaseError
-    from ..mpiutil import UserError
+    from .errors import bad_input
 
     output = args.output or args.folder / "haloflow.toml"
-    try:
-        notes = write_case(args.folder, output)
-    except (UserError, CaseError) as e:
-        sys.stderr.write(one_line(f"haloflow: error: {e}") + "\n")
-        return 2
-    except OSError as e:
-        sys.stderr.write(one_line(f"haloflow: error: {e.filename or output}: cannot "
-                                  f"write ({e.strerror})") + "\n")
+    notes = bad_input(lambda: write_case(args.folder, output), output)
+    if notes is None:
         return 2
     for n in notes:
         print(one_line(f"not mapped: {n}"))
