@@ -284,7 +284,8 @@ def _kdots1(c, v, b, n):
 
 @nb.njit(cache=True)
 def _kdots2(d, v, w, r2, n):
-    """d.v, d.w, d.r2 for the second K-cycle step."""
+    """d.v, d.w, d.r2 for the second K-cycle step (and single-reduction CG's u.r, u.w,
+    u.s)."""
     dv = dw = dr = 0.0
     for i in range(n):
         dv += d[i] * v[i]

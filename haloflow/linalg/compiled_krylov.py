@@ -225,14 +225,7 @@ def cg1_dots(ctx, r, u, w, s):
         sm = h[H_PART][nt]
         tb.cg1_dots(r, u, w, s, n, nt, h[H_PART], sm)
         return sm[0], sm[1], sm[2]
-    ru = 0.0
-    wu = 0.0
-    us = 0.0
-    for k in range(n):
-        ru += r[k] * u[k]
-        wu += w[k] * u[k]
-        us += u[k] * s[k]
-    return ru, wu, us
+    return ak._kdots2(u, r, w, s, n)  # (u.r, u.w, u.s): the same products and order
 
 
 @nb.njit(cache=True)
