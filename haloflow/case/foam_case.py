@@ -78,17 +78,22 @@ class _Lexer(Lexer):
         return text
 
 
+NONUNIFORM = re.compile(rb"\binternalField\s+nonuniform\b[^(;]*")
+
+
 def _skip_nonuniform(data: bytes) -> bytes:
     """``internalField nonuniform List<...> N ( ... )`` with its list emptied: a field's
-    values are not needed, and a large mesh's would cost a token each."""
-    at = data.find(b"nonuniform")
-    start = data.find(b"(", at) if at >= 0 else -1
-    if start < 0:
+    values are not needed, and a large mesh's would cost a token each.  The list's end is
+    found among the positions of its parentheses alone (two per vector)."""
+    m = NONUNIFORM.search(data)
+    if m is None or not data.startswith(b"(", m.end()):
         return data
+    start = m.end()
     body = np.frombuffer(data, np.uint8, offset=start)
-    depth = np.cumsum((body == ord("(")).astype(np.int64) - (body == ord(")")))
+    at = np.flatnonzero((body == ord("(")) | (body == ord(")")))
+    depth = np.cumsum(np.where(body[at] == ord("("), 1, -1))
     closed = np.flatnonzero(depth == 0)
-    end = start + int(closed[0]) if len(closed) else len(data) - 1
+    end = start + int(at[closed[0]]) if len(closed) else len(data) - 1
     return data[:start] + b"()" + data[end + 1:]
 
 

@@ -132,6 +132,15 @@ def _transfers(comm, offsets, members_elsewhere, local_col):
 
 
 VECTORS = ("b", "x", "r", "c", "d", "v", "w", "r2")  # a level's work vectors
+B, X, R, C, D, V, W, R2 = range(len(VECTORS))  # their indices (the cycles' vectors by number)
+PLAIN, K_LEVEL, AMLI_LEVEL = 0, 1, 2  # a level's kind: one plain cycle, the K-cycle, AMLI
+
+
+def level_kind(cycle_kind: str, krylov: bool) -> int:
+    """The kind of a level of an AMG whose ``cycle_kind`` is "K", "A" or "V": its Krylov
+    steps (``Level.krylov``) are the K-cycle's or AMLI's, else one plain cycle."""
+    return (K_LEVEL if cycle_kind == "K" else AMLI_LEVEL if cycle_kind == "A" else PLAIN) \
+        if krylov else PLAIN
 
 
 class Level:

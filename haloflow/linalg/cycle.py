@@ -21,7 +21,7 @@ from ..parallel.halo.kernels import pack, unpack
 from . import amg_kernels as kern
 from . import blocks as tb
 from . import cycles
-from .cycles import AMLI_LEVEL, K_LEVEL, B, R, X  # noqa: F401  (KRYLOV's values, for kcycle)
+from .amg_levels import B, R, X
 from .targets import for_target
 
 # per-level columns of the int64 table ``lv``

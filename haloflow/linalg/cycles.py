@@ -25,9 +25,8 @@ solve, the products with their fused dot products and the vector updates.
 from __future__ import annotations
 
 from . import host_cycle as ops
+from .amg_levels import AMLI_LEVEL, PLAIN, R2, B, C, D, V, W, X
 
-B, X, R, C, D, V, W, R2 = range(8)  # a level's work vectors, as amg_levels.VECTORS
-PLAIN, K_LEVEL, AMLI_LEVEL = 0, 1, 2  # a level's kind: one plain cycle, the K-cycle, AMLI
 KCYCLE_T = 0.25  # K-cycle: skip the second step when |b - a1 A c| <= KCYCLE_T |b|
 
 

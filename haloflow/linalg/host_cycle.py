@@ -8,9 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import amg_kernels as kern
-from .amg_levels import VECTORS
-
-PLAIN, K_LEVEL, AMLI_LEVEL = 0, 1, 2  # as cycles.PLAIN, K_LEVEL, AMLI_LEVEL
+from .amg_levels import VECTORS, level_kind
 
 
 def levels(a):
@@ -22,9 +20,7 @@ def vec(a, k, i):
 
 
 def kind(a, i):
-    if not a.levels[i].krylov:
-        return PLAIN
-    return {"K": K_LEVEL, "A": AMLI_LEVEL}.get(a.cycle_kind, PLAIN)
+    return level_kind(a.cycle_kind, a.levels[i].krylov)
 
 
 def phase(a, i):

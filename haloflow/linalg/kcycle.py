@@ -38,11 +38,11 @@ from ..parallel import mpicall, threads
 from ..parallel.faceblocks import grouped
 from . import blocks as tb
 from . import compiled_krylov
+from .amg_levels import level_kind
 from .cycle import (
     ALLGATHER_NS,
     ALLGATHERV,
     ALLREDUCE,
-    AMLI_LEVEL,
     CLOCK,
     CLOCK_ID,
     CNT_HEAD,
@@ -62,7 +62,6 @@ from .cycle import (
     HREQ,
     HSEND,
     IP,
-    K_LEVEL,
     KRYLOV,
     LV_COLS,
     N_CTL,
@@ -179,7 +178,7 @@ def _level_table(amg) -> np.ndarray:
         lv[i, NCUT], lv[i, HASCUT] = len(cut), lev.cut is not None
         lv[i, SPLIT] = bool(lev.split)
         lv[i, COUNTED] = lev.red.stats is amg.red.stats
-        lv[i, KRYLOV] = lev.krylov * {"K": K_LEVEL, "A": AMLI_LEVEL}.get(amg.cycle_kind, 0)
+        lv[i, KRYLOV] = level_kind(amg.cycle_kind, lev.krylov)
     return lv
 
 

@@ -27,7 +27,8 @@ def for_target(method, target, name: str, compiled: bool):
     """``method``'s copy with ``ops`` bound to ``target``: numba-compiled (``compiled``, its
     own entries in numba's cache, named after ``name``) or interpreted.  The functions its
     module lists in ``HELPERS`` (those the methods call that use ``ops``) are copied with
-    it."""
+    it; each helper's copy sees its own module's names, so helpers call ``ops``, not one
+    another."""
     def copy(fn, scope, label):
         twin = types.FunctionType(fn.__code__, scope, fn.__name__)
         twin.__qualname__ = label  # its own entry in numba's cache
