@@ -27,7 +27,7 @@ from . import BackendUnavailable
 warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely")
 
 THREADS = 256  # threads per block of the pack and unpack kernels on a GPU
-SIM_THREADS = 16  # ... in the simulator, which runs each thread as a Python thread
+SIM_THREADS = 16  # ... in the simulator, which runs each thread in Python (cuda_simulator.py)
 # blocks of a reduction kernel, each thread a grid-stride share of the rows ending in one
 # atomic add per scalar: enough threads to stream a vector, few enough atomics on one address
 REDUCTION_BLOCKS = 128
@@ -81,6 +81,10 @@ class CudaBackend:
                                      "simulates one)")
         self.cuda = cuda
         self.simulated = bool(numba_config.ENABLE_CUDASIM)
+        if self.simulated:
+            from .cuda_simulator import install
+
+            install()
         self.threads = SIM_THREADS if self.simulated else THREADS
         self._tables: dict = {}  # id(host index array) -> (the array, its device tables)
 

@@ -220,6 +220,8 @@ def test_cuda_backend_equals_the_cpu_run_on_2_ranks(haloflow_mpi, tmp_path, monk
         log = (out / "log.txt").read_text()
         assert ("the whole step runs on cuda (numba's CUDA simulator" in log) == (
             backend == "cuda")
+    levels = json.loads((tmp_path / "cpu" / "profile.json").read_text())["amg"]["levels"]
+    assert any(level["transfer_messages"] > 0 for level in levels), levels  # spanning aggregates
     for name in ("U", "p"):
         a, b = fields["cpu"][name], fields["cuda"][name]
         assert np.abs(a - b).max() <= 1e-10 * np.abs(a).max(), name

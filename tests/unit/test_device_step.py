@@ -4,8 +4,8 @@ Every step kernel computes its host twin's values in the host's order, so the fi
 each step equal the host's to the linear solvers' round-off (their dot products sum in
 another order), with the same iterations; a restart goes on as if never stopped.  The
 cases cover each boundary kind the kernels branch on (wall, moving wall, inlet, outlet,
-symmetry), 2D and 3D, upwind and linear convection.  The simulator is slow (about 0.1 ms
-a simulated thread), so the meshes are small.
+symmetry), 2D and 3D, upwind and linear convection.  The simulator interprets every
+simulated thread in Python, so the meshes are small.
 """
 
 from __future__ import annotations

@@ -102,6 +102,7 @@ runpy.run_module("haloflow", run_name="__main__", alter_sys=True)
 # (FCG, single-reduction CG) and BiCGStab from Python, where they call the threaded builds of
 # the vector kernels (the compiled single-reduction CG on blocks: tests/unit/test_kcycle.py).
 TOL = {"amg": 1e-7}  # relative; the others differ by summation order only
+STEPS = 4
 CONFIGS = {
     "amg": [],
     "python": [],
@@ -125,7 +126,7 @@ def _start(tmp_path, name, nthreads, extra, env=None):
     env = {**os.environ, "NUMBA_NUM_THREADS": "2", "HALOFLOW_THREAD_MIN_ROWS": "1",
            "PYTHON_PATH_ONLY": "1" if name.startswith("python") else "", **(env or {})}
     cmd = [sys.executable, str(driver), str(rec), "run", "cavity", "-o", str(out),
-           "--threads", str(nthreads), "--steps", "12", "--quiet",
+           "--threads", str(nthreads), "--steps", str(STEPS), "--quiet",
            "--set", "mesh.cells=[24,24,1]", "--set", "output.plots=false",
            "--set", "postprocess.cavity=false", *extra]
     if name.startswith("3d"):
@@ -149,7 +150,7 @@ def _finish(started):
         proc.kill()
     assert proc.returncode == 0, f"{stdout}\n{stderr}"
     s = json.loads((out / "summary.json").read_text())
-    assert s["threads"] == nthreads and s["steps"] == 12
+    assert s["threads"] == nthreads and s["steps"] == STEPS
     prof = json.loads((out / "profile.json").read_text())
     assert prof["threads"]["threaded"] == (nthreads > 1)
     return json.loads(rec.read_text()), read_fields(out), s, prof
