@@ -7,7 +7,9 @@ bandwidth, but all of a node's messages out share its one link) to a backbone, a
 link for the messages between ranks of one node.  A message from node a to node b crosses
 a's link, the backbone and b's link: each private link has half the network's one-way latency
 and its whole bandwidth, so one message alone takes ``latency + bytes / bandwidth``.  The
-backbone is a non-blocking switch (FATPIPE at the NIC's bandwidth: no flow slows another) or,
+backbone is a non-blocking switch, which is no link at all (a FATPIPE link at the NIC's
+bandwidth with no latency would bound no flow that its NICs do not, and would tie every flow
+of the cluster into one max-min system: a 96-rank replay took twice as long) or,
 with ``backbone_Bps``, a shared link of that bandwidth (contention); ``fat_tree`` makes it a
 fat tree instead (SimGrid's FAT_TREE topology, every link of the tree as a NIC's).
 
@@ -107,11 +109,9 @@ def platform_xml(p: Platform) -> str:
                  f'bw="{p.bandwidth!r}Bps" lat="{half!r}s"')
     else:
         hosts = p.nodes
-        bb = (f'bb_bw="{p.backbone_Bps!r}Bps" bb_sharing_policy="SHARED"'
-              if p.backbone_Bps is not None else
-              f'bb_bw="{p.bandwidth!r}Bps" bb_sharing_policy="FATPIPE"')
-        shape = (f'bw="{p.bandwidth!r}Bps" lat="{half!r}s" sharing_policy="SPLITDUPLEX" '
-                 f'{bb} bb_lat="0s"')
+        bb = ("" if p.backbone_Bps is None else
+              f' bb_bw="{p.backbone_Bps!r}Bps" bb_sharing_policy="SHARED" bb_lat="0s"')
+        shape = f'bw="{p.bandwidth!r}Bps" lat="{half!r}s" sharing_policy="SPLITDUPLEX"{bb}'
     return (
         "<?xml version='1.0'?>\n"
         '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
