@@ -10,12 +10,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 del _var
 
-# Oversubscribed MPICH ranks sleep while they wait (mpiutil.py).  Before MPI starts.
-from .mpiutil import sleep_when_oversubscribed  # noqa: E402
-
-sleep_when_oversubscribed(os.environ)
-del sleep_when_oversubscribed
-
 
 # numba's cache, keyed by these sources: a kernel cached against other versions of the
 # kernels it calls must never load (kernel_cache.py).  Before any module imports numba.

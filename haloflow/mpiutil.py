@@ -16,25 +16,6 @@ class UserError(Exception):
     exit_code = 2
 
 
-SLEEP_WHILE_WAITING = "MPIR_CVAR_ENABLE_HEAVY_YIELD"  # MPICH: nanosleep, not sched_yield
-
-
-def sleep_when_oversubscribed(env) -> bool:
-    """With more ranks on this node than cores (as MPICH's launcher tells each rank in
-    ``MPI_LOCALNRANKS``), have MPICH's waiting ranks sleep between polls instead of calling
-    ``sched_yield``, which leaves a polling rank on the core that the rank it waits for
-    needs: the 12^3 cavity on 16 ranks and 2 cores took 0.8 s a step instead of 1.6-8 s.
-    Must run before MPI starts; a user's own setting wins.  Whether it was set."""
-    try:
-        local = int(env.get("MPI_LOCALNRANKS", "0"))
-    except ValueError:
-        return False
-    if local <= (os.cpu_count() or 1) or SLEEP_WHILE_WAITING in env:
-        return False
-    env[SLEEP_WHILE_WAITING] = "1"
-    return True
-
-
 def get_comm():
     from mpi4py import MPI
 

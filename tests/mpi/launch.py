@@ -12,8 +12,6 @@ import os
 import runpy
 import sys
 
-import haloflow  # noqa: F401  before MPI starts: oversubscribed ranks sleep while they wait
-
 
 def _check_size(want: int) -> None:
     mpi = sys.modules.get("mpi4py.MPI")
