@@ -37,15 +37,12 @@ from scaling import CORES_PER_NODE
 from scaling import run as run_case
 
 from haloflow.study import model as M
-from haloflow.study import synth_trace as T
+from haloflow.study import predict_simgrid as S
 from haloflow.study.predict import load_profile, partition_halos, run_mesh, shm_curve
-from haloflow.study.predict_simgrid import platform
-from haloflow.study.simgrid import replay
 from haloflow.study.trace import TraceError
 
 NETWORK = "infiniband-fdr"
 RANKS = "12,24,48,96,192,384,768,1536,3072"
-SPEED = 1e9  # flop/s of a simulated core: compute bursts are seconds x SPEED
 
 
 def calibrate(a, tmp: Path) -> Path:
@@ -61,27 +58,16 @@ def calibrate(a, tmp: Path) -> Path:
 
 def actions(w: M.Workload, halo: M.Halo, cores: int) -> float:
     """About how many actions the trace of a whole step has on the ranks of ``halo``."""
-    c = T.step_counts(w, halo.ranks)
-    leads = M.level_leaders(w, halo.ranks, cores) if halo.ranks > 1 else []
-    hs = [halo] + [M.merged(halo, lead) for lead in leads]
-    n = sum(k * (2 * len(h.src) + 2 * halo.ranks)
-            for k, h in zip([c.mesh, *c.levels], hs, strict=False))
-    return n + halo.ranks * (2 * c.allreduces + 3 * (c.gathers + c.refreshes) + 2)
+    return S.step_actions(w, halo, cores)
 
 
 def simulate(w, halo, net, shm, fraction: float, work: Path, a) -> tuple:
     """SimGrid's seconds per step (the sample's, scaled by ``synth_trace.sample_scale``) and
     the replay's wall seconds."""
-    lay = M.Layout(a.cores)
-    listing, _ = T.write(work / "traces", w, halo, lay, SPEED, fraction)
-    p = platform(net, shm, halo.ranks, lay.per_node(w), SPEED,
-                 SimpleNamespace(backbone=None, fat_tree=None))
     t0 = time.perf_counter()
-    seconds = replay(listing, halo.ranks, p, work / "run", (), a.timeout)
-    wall = time.perf_counter() - t0
-    for f in (work / "traces").iterdir():
-        f.unlink()
-    return seconds * T.sample_scale(w, halo, lay, net, shm, fraction), wall
+    step = S.replay_step(w, halo, M.Layout(a.cores), net, shm, fraction, work,
+                         SimpleNamespace(backbone=None, fat_tree=None), a.timeout)
+    return step, time.perf_counter() - t0
 
 
 def check(w, halo, net, shm, frac: float, sim: float, budget: float | None, tmp: Path,

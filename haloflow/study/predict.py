@@ -381,11 +381,7 @@ def _main(args) -> int:
         raise M.ModelError("--profile RUN/profile.json is required (but with --engine "
                            "simgrid --trace DIR)")
     prof, w = load_profile(args.profile)
-    if args.agglomerate is not None:
-        if not 0 <= args.agglomerate <= 10**9:
-            raise M.ModelError(f"--agglomerate {args.agglomerate}: expected rows per rank "
-                               "from 0 (off) to 1e9")
-        w = replace(w, agglomerate=int(args.agglomerate))
+    w = _agglomerated(args, w)
     alternatives = [(_label(args.profile), w)] + [
         (_label(a), _alternative(a, w, args.agglomerate)) for a in args.alternative]
     eff, eff_note = thread_efficiency(args, prof, w)
@@ -431,6 +427,16 @@ def _main(args) -> int:
     return 0
 
 
+def _agglomerated(args, w: M.Workload) -> M.Workload:
+    """``w`` priced with ``--agglomerate`` where it is given."""
+    if args.agglomerate is None:
+        return w
+    if not 0 <= args.agglomerate <= 10**9:
+        raise M.ModelError(f"--agglomerate {args.agglomerate}: expected rows per rank from 0 "
+                           "(off) to 1e9")
+    return replace(w, agglomerate=int(args.agglomerate))
+
+
 def _label(path: Path) -> str:
     """A profile's name in the choices table: its run folder's."""
     path = path.parent if path.name == "profile.json" else path
@@ -456,7 +462,10 @@ def _alternative(path: Path, w: M.Workload, agglomerate) -> M.Workload:
 
 
 def _simgrid(args, names: list[str], lay: M.Layout, log) -> int:
-    """SimGrid's replay of --trace on each network, the model beside it with --profile."""
+    """SimGrid's replay of --trace on each network, the model beside it with --profile; or,
+    with --profile alone, the profile's synthetic step at every --ranks."""
+    if args.trace is None and args.profile is not None:
+        return _simgrid_profile(args, names, lay, log)
     ranks = S.trace_ranks(args)
     nets = [None if n == "shm" else M.network(n) for n in names]
     shm = shm_curve(args.shm)
@@ -473,6 +482,20 @@ def _simgrid(args, names: list[str], lay: M.Layout, log) -> int:
     if args.outdir is not None:
         _outdir(args.outdir)
     return S.run(args, nets, shm, lay, modelled, log)
+
+
+def _simgrid_profile(args, names: list[str], lay: M.Layout, log) -> int:
+    """``--engine simgrid --profile`` without a trace: the model's step replayed."""
+    S.check_profile_options(args)
+    _, w = load_profile(args.profile)
+    w = _agglomerated(args, w)
+    shm = shm_curve(args.shm)
+    nets = [shm if n == "shm" else M.network(n) for n in names]
+    path = args.profile / "profile.json" if args.profile.is_dir() else args.profile
+    hs = partition_halos(run_mesh(path, w, log), w, parse_ranks(args.ranks), log)
+    if args.outdir is not None:
+        _outdir(args.outdir)
+    return S.run_profile(args, w, hs, nets, shm, lay, log)
 
 
 def _write(outdir: Path, summaries, w, prof, lay, compare, hs) -> None:

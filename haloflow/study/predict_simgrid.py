@@ -1,6 +1,8 @@
 """``haloflow predict --engine simgrid``: time per step from SimGrid's replay of an MPI trace
 (``haloflow trace``) on a cluster built from the same networks as the analytic model, beside
-the model where the traced run's profile.json is given too."""
+the model where the traced run's profile.json is given too; or, from a profile alone, the
+replay of one step that ``synth_trace`` writes from the model's own per-rank pattern on the
+run's real partition at every rank count."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from . import model as M
+from . import synth_trace as T
 from .simgrid import Platform, replay
 from .trace import TraceError
 from .trace import timeline as TL
@@ -31,6 +34,10 @@ def add_arguments(p) -> None:
     p.add_argument("--fat-tree", metavar="L;DOWN;UP;COUNT",
                    help="with --engine simgrid: the nodes in SimGrid's fat tree of these "
                         "parameters, e.g. '2;4,4;1,2;1,2' (16 hosts)")
+    p.add_argument("--budget", type=float, default=1e6, metavar="ACTIONS",
+                   help="with --engine simgrid and no --trace: a step of more actions is "
+                        "replayed as a sample of about this many, its time scaled (default "
+                        "1e6)")
     p.add_argument("--timeline", action="store_true",
                    help="with --engine simgrid and -o: also OUTDIR/timeline.json, each rank's "
                         "simulated compute and MPI calls for Perfetto or chrome://tracing")
@@ -53,6 +60,74 @@ def platform(net: M.Curve, shm: M.Curve, ranks: int, per_node: int, speed: float
         loop_latency=loop_lat, loop_bandwidth=loop_bw,
         backbone_Bps=None if args.backbone is None else args.backbone * 1e9,
         fat_tree=args.fat_tree, o=net.o or 0.0, o_byte=net.o_byte)
+
+
+SPEED = 1e9  # flop/s of a simulated core: a synthetic trace's compute is seconds x SPEED
+
+
+def step_actions(w: M.Workload, halo: M.Halo, per_node: int) -> float:
+    """About how many actions the trace of a whole step has on the ranks of ``halo``."""
+    c = T.step_counts(w, halo.ranks)
+    leads = M.level_leaders(w, halo.ranks, per_node) if halo.ranks > 1 else []
+    hs = [halo] + [M.merged(halo, lead) for lead in leads]
+    n = sum(k * (2 * len(h.src) + 2 * halo.ranks)
+            for k, h in zip([c.mesh, *c.levels], hs, strict=False))
+    return n + halo.ranks * (2 * c.allreduces + 3 * (c.gathers + c.refreshes) + 2)
+
+
+def replay_step(w: M.Workload, halo: M.Halo, lay: M.Layout, net: M.Curve, shm: M.Curve,
+                fraction: float, work: Path, args, timeout: float = 3600) -> float:
+    """SimGrid's seconds per step of ``w`` on the ranks of ``halo`` (a ``fraction`` of the
+    step replayed and scaled by ``synth_trace.sample_scale``)."""
+    listing, _ = T.write(work / "traces", w, halo, lay, SPEED, fraction)
+    p = platform(net, shm, halo.ranks, lay.per_node(w), SPEED, args)
+    seconds = replay(listing, halo.ranks, p, work / "run", (), timeout)
+    for f in (work / "traces").iterdir():
+        f.unlink()
+    return seconds * T.sample_scale(w, halo, lay, net, shm, fraction)
+
+
+def check_profile_options(args) -> None:
+    """The options of a profile's replay, before the profile is partitioned."""
+    if not 1e3 <= args.budget <= 1e9:
+        raise TraceError(f"--budget {args.budget:g}: expected 1e3 to 1e9 actions")
+    if args.timeline:
+        raise TraceError("--timeline: only with --trace (a replayed application's timeline)")
+
+
+def run_profile(args, w: M.Workload, hs: dict, nets: list[M.Curve], shm: M.Curve,
+                lay: M.Layout, log) -> int:
+    """The profile's step replayed at every rank count of ``hs`` on every network, beside
+    the analytic model's (``check_profile_options`` first)."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="haloflow-simgrid-") as tmp:
+        for net in nets:
+            for P in sorted(hs):
+                total = step_actions(w, hs[P], lay.per_node(w))
+                frac = min(1.0, args.budget / total)
+                log(f"SimGrid: {net.name}, {P} ranks: {total:.3g} actions a step"
+                    + (f", a {frac:.3g} sample replayed" if frac < 1 else ""))
+                step = replay_step(w, hs[P], lay, net, shm, frac, Path(tmp) / f"{P}", args)
+                model = M.predict(w, hs[P], net, shm, lay).step_s
+                rows.append({"network": net.name, "ranks": P,
+                             "nodes": -(-P // lay.per_node(w)), "actions": total,
+                             "fraction": frac, "step_s": step, "model_step_s": model})
+    _print_rows(rows)
+    if args.outdir is not None:
+        doc = {"profile": str(args.profile), "budget": args.budget,
+               "cores_per_node": lay.per_node(w), "rows": rows}
+        (args.outdir / "simgrid.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        print(f"results in {args.outdir} (simgrid.json)")
+    return 0
+
+
+def _print_rows(rows: list[dict]) -> None:
+    print(f"{'network':<24} {'ranks':>5} {'nodes':>5} {'SimGrid s/step':>15} "
+          f"{'model s/step':>13} {'SimGrid/model':>14}")
+    for r in rows:
+        m = r["model_step_s"]
+        print(f"{r['network']:<24} {r['ranks']:5d} {r['nodes']:5d} {r['step_s']:15.5g} "
+              + (f"{m:13.5g} {r['step_s'] / m:14.3f}" if m else f"{'-':>13} {'-':>14}"))
 
 
 def trace_ranks(args) -> int:
@@ -100,12 +175,7 @@ def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout, modelled: dict, 
                          "latency_s": p.latency, "bandwidth_Bps": p.bandwidth,
                          "simulated_s": seconds, "step_s": seconds / args.steps,
                          "model_step_s": modelled.get(net.name)})
-    print(f"{'network':<24} {'ranks':>5} {'nodes':>5} {'SimGrid s/step':>15} "
-          f"{'model s/step':>13} {'SimGrid/model':>14}")
-    for r in rows:
-        m = r["model_step_s"]
-        print(f"{r['network']:<24} {r['ranks']:5d} {r['nodes']:5d} {r['step_s']:15.5g} "
-              + (f"{m:13.5g} {r['step_s'] / m:14.3f}" if m else f"{'-':>13} {'-':>14}"))
+    _print_rows(rows)
     if args.outdir is not None:
         doc = {"trace": str(args.trace), "steps": args.steps, "cores_per_node": per_node,
                "speed_flops": speed, "rows": rows}

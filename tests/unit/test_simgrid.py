@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,39 @@ def test_predict_without_simgrid_is_one_line_exit_2(tmp_path):
     r = predict(["--trace", str(tmp_path / "none"), "--network", "gige-tcp", "--shm",
                  str(shm)])
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such folder" in r.stderr
+
+
+def test_predict_replays_a_profiles_step_at_every_rank_count(tmp_path):
+    """``--engine simgrid --profile`` without a trace: the model's own step (synth_trace) on
+    the run's real partition replayed at each rank count, beside the model.  One rank is
+    computation alone, where the two must agree; with messages the replay prices the same
+    counts on its own network model (within the 20 % the issue sets before naming an
+    effect); a step sampled down to a small budget estimates the whole step's replay."""
+    run = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "haloflow", "run", "cavity", "-o", str(run),
+                          "--steps", "3", "--quiet", "--set", "mesh.cells=[12,12,12]",
+                          "--set", "boundary.front.type=wall", "--set", "boundary.back.type=wall",
+                          "--set", "output.plots=false", "--set", "output.fields=false"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    shm = hockney_out(tmp_path / "shm.out", LOOP_LAT, LOOP_BW)
+    rows = {}
+    for name, budget in (("whole", "1e9"), ("sample", "2e3")):
+        out = tmp_path / name
+        r = predict(["--profile", str(run), "--ranks", "1,2,4", "--network", "infiniband-fdr",
+                     "--shm", str(shm), "--cores-per-node", "2", "--budget", budget, "-o",
+                     str(out)])
+        assert r.returncode == 0, r.stderr
+        rows[name] = {row["ranks"]: row for row in
+                      json.loads((out / "simgrid.json").read_text())["rows"]}
+    whole, sample = rows["whole"], rows["sample"]
+    assert sorted(whole) == [1, 2, 4] and [whole[p]["nodes"] for p in (1, 2, 4)] == [1, 1, 2]
+    assert all(whole[p]["fraction"] == 1.0 for p in whole)
+    assert whole[1]["step_s"] == pytest.approx(whole[1]["model_step_s"], rel=0.01)
+    for p in (2, 4):
+        assert 0.8 < whole[p]["step_s"] / whole[p]["model_step_s"] < 1.25, whole[p]
+        assert whole[p]["actions"] > 2e3 and sample[p]["fraction"] < 1.0
+        assert sample[p]["step_s"] == pytest.approx(whole[p]["step_s"], rel=0.05), p
+    r = predict(["--profile", str(run), "--ranks", "2", "--network", "shm", "--shm", str(shm),
+                 "--budget", "5"])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--budget 5" in r.stderr
