@@ -1,13 +1,13 @@
 """numba's CUDA simulator without a Python thread per simulated thread.
 
 The simulator runs every thread of a block as a Python thread, so that ``syncthreads`` can
-stop it until the block's other threads arrive; starting and joining those threads is half
-of a simulated launch.  A kernel that never synchronises (no ``syncthreads`` and no shared
-array, in it or in a device function it calls) cannot depend on the order its threads run
-in, on a GPU or here: its block runs here one thread after another on the caller's thread,
-which gives the same values.  Kernels that do synchronise, and debug launches, run as
-numba runs them.  :func:`install` does nothing where numba's simulator is not laid out as
-this module expects.
+stop it until the block's other threads arrive; starting, switching and joining those
+threads is most of a simulated launch.  A kernel that never synchronises (no
+``syncthreads`` and no shared array, in it or in a device function it calls) cannot depend
+on the order its threads run in, on a GPU or here: its block runs here one thread after
+another on the caller's thread, which gives the same values.  Kernels that do synchronise,
+and debug launches, run as numba runs them.  :func:`install` does nothing where numba's
+simulator is not laid out as this module expects.
 """
 
 from __future__ import annotations
