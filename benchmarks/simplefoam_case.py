@@ -3,11 +3,13 @@ order kept, internal faces in OpenFOAM's upper-triangular order), haloflow's own
 values, laminar, the case's nu and SIMPLE relaxation, Gauss linear, solved to residuals of
 1e-9 (the cylinder also with OpenFOAM's ``forces`` on its wall).
 
-    .venv/bin/python benchmarks/simplefoam_case.py CASE /tmp/out PITZDAILY
+    .venv/bin/python benchmarks/simplefoam_case.py CASE /tmp/out PITZDAILY [KEY=VALUE ...]
     cd /tmp/out && source /usr/share/openfoam/etc/bashrc && simpleFoam
 
 CASE: backward_step or cylinder.  PITZDAILY: a copy of OpenFOAM's simpleFoam/pitzDaily
-tutorial, whose system/ files are taken and edited (OpenFOAM v1912).  The tests that use the
+tutorial, whose system/ files are taken and edited (OpenFOAM v1912).  KEY=VALUE: the case's
+keys as ``--set`` takes them; the case's gradient (Gauss or least squares) is OpenFOAM's
+``linear`` or ``leastSquares``.  The tests that use the
 answers (tests/validation/test_backward_step.py, test_cylinder.py) say how they are read off.
 """
 
@@ -69,8 +71,8 @@ def field_files(case, mesh, s, out: Path) -> None:
         + "\n".join(p) + "\n}\n"))
 
 
-def main(name: str, out: Path, tutorial: Path) -> None:
-    case = load_case(name)
+def main(name: str, out: Path, tutorial: Path, sets: list[str]) -> None:
+    case = load_case(name, sets)
     mesh = from_case(case.mesh)
     kinds = {p.name: FOAM_KIND.get(case.boundary[p.name].type, "patch") for p in mesh.patches}
     write_polymesh(mesh, out / "constant" / "polyMesh", kinds)
@@ -85,8 +87,10 @@ def main(name: str, out: Path, tutorial: Path) -> None:
         (const / name).write_text(head("dictionary", name) + "simulationType laminar;\n")
     shutil.copytree(tutorial / "system", out / "system", dirs_exist_ok=True)
     sch = out / "system" / "fvSchemes"
-    sch.write_text(re.sub(r"div\(phi,U\)\s+[^;]*;", "div(phi,U) bounded Gauss linear;",
-                          sch.read_text()))
+    text = re.sub(r"div\(phi,U\)\s+[^;]*;", "div(phi,U) bounded Gauss linear;", sch.read_text())
+    if case.solver.gradient == "least-squares":
+        text = re.sub(r"(gradSchemes\s*\{[^}]*default\s+)[^;]*;", r"\1leastSquares;", text)
+    sch.write_text(text)
     sol = out / "system" / "fvSolution"
     text = sol.read_text().replace("consistent      yes;", "consistent      no;")
     text = re.sub(r"residualControl\s*\{[^}]*\}", "residualControl { p 1e-9; U 1e-9; }", text)
@@ -110,4 +114,4 @@ def main(name: str, out: Path, tutorial: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))
+    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:])

@@ -76,12 +76,12 @@ def _size(n: float) -> str:
 
 def generated_cells(mesh) -> int:
     """The cells of a case's generated mesh (``case.mesh``), known before it is built: exact
-    for a box or a step, an upper bound (``2 cells_around**2``) for the cylinder channel, 0
-    for a mesh file."""
+    for a box or a step, an upper bound (``2 wake_refinement cells_around**2``) for the
+    cylinder channel, 0 for a mesh file."""
     if mesh.type == "box":
         return math.prod(mesh.cells)
     if mesh.type == "step":
         return sum(mesh.cells_x) * mesh.cells_y[1] + mesh.cells_x[1] * mesh.cells_y[0]
     if mesh.type == "cylinder":
-        return 2 * mesh.cells_around**2
+        return 2 * mesh.wake_refinement * mesh.cells_around**2
     return 0

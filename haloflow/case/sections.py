@@ -208,6 +208,7 @@ _MESH_CYLINDER = {
     "type": _MESH_TYPE,
     "cells_around": _Key(_integer(8, 2**20), 64),  # a multiple of 4: checked in _mesh
     "grading": _Key(_GRADING, 5.0),  # last/first radial cell size of the O-grid
+    "wake_refinement": _Key(_integer(1, 8), 1),  # the downstream quarter's rays, x others'
     "thickness": _Key(_POSITIVE, 0.1),  # the one cell in z
     "periodic": _PERIODIC,
 }

@@ -110,7 +110,7 @@ def _unjoined(m, notes):
     if m.type == "cylinder":
         from .cylinder import cylinder
 
-        return cylinder(m.cells_around, m.grading, m.thickness)
+        return cylinder(m.cells_around, m.grading, m.thickness, m.wake_refinement)
     from .blocks import box
 
     return box(m.cells, m.lengths, m.origin, m.grading)

@@ -13,6 +13,13 @@ radial cell of the O-grid.  Every size is proportional to ``1 / cells_around``, 
 different ``cells_around`` are one geometrically similar family: ``cells_around`` x 1.41
 doubles the cells (64, 88, 128: about 4.7k, 8.9k, 18.6k cells).
 
+``wake_refinement`` w refines the wake: the O-grid's downstream quarter has w times the rays
+of the others, and the downstream channel takes its lines through the square's back side
+over, so the recirculation behind the cylinder and the boundary layer up to where it
+separates (about 45 degrees from the back point at Re 20) have cells w times narrower
+across the flow.  The recirculation length converges with that spacing
+(docs/cylinder.md), slowly where only ``cells_around`` refines it.
+
 The quads of all blocks are merged (coincident points joined), renumbered by reverse
 Cuthill-McKee, and turned into faces like the Gmsh reader does: an edge shared by two quads
 is an internal face (owner < neighbour, out of the owner), an edge of one quad a boundary
@@ -66,31 +73,39 @@ def _geometric(n: int, ratio: float) -> np.ndarray:
     return x / x[-1]
 
 
-def _blocks(n, nr, grading, length, height, centre, diameter, box):
-    """The blocks' node coordinates, each an (ni + 1, nj + 1, 2) array."""
+def _rays(n: int, a: float) -> tuple[np.ndarray, np.ndarray]:
+    """``n + 1`` equal angles over a quarter, -45 to 45 degrees, and where their rays meet
+    the side of the square of half-side ``a`` (``a tan(theta)``)."""
+    theta = np.linspace(-0.25 * math.pi, 0.25 * math.pi, n + 1)
+    side = a * np.tan(theta)
+    side[0], side[-1] = -a, a
+    return theta, side
+
+
+def _blocks(n, nr, grading, wake, length, height, centre, diameter, box):
+    """The blocks' node coordinates, each an (ni + 1, nj + 1, 2) array; the downstream
+    quarter of the O-grid and the wake block behind it have ``wake * n`` rays."""
     cx, cy = centre
     r, a = 0.5 * diameter, 0.5 * box
-    theta = np.linspace(-0.25 * math.pi, 0.25 * math.pi, n + 1)
-    side = a * np.tan(theta)  # the square's side, equal angles from the centre
-    side[0], side[-1] = -a, a
+    theta, side = _rays(n, a)
+    theta_wake, side_wake = _rays(wake * n, a)
     t = _geometric(nr, grading)
     s0 = (a - r) * (t[-1] - t[-2])  # the last radial cell at the middle of a side
 
     blocks = []
     for q in range(4):  # O-grid: right, top, left, bottom quarter
-        th = theta + 0.5 * math.pi * q
+        th = (theta_wake if q == 0 else theta) + 0.5 * math.pi * q
         c, s = np.cos(th), np.sin(th)
         rho = a / np.maximum(np.abs(c), np.abs(s))  # the ray's length to the square
-        rad = r + (rho - r)[:, None] * t[None, :]  # (n + 1, nr + 1)
+        rad = r + (rho - r)[:, None] * t[None, :]  # (rays, nr + 1)
         blocks.append(np.stack([cx + rad * c[:, None], cy + rad * s[:, None]], axis=-1))
     x_left = (cx - a) - spaced(cx - a, s0)[::-1]
     x_mid = cx + side
     x_right = (cx + a) + spaced(length - cx - a, s0)
     y_low = (cy - a) - spaced(cy - a, s0)[::-1]
-    y_mid = cy + side
     y_high = (cy + a) + spaced(height - cy - a, s0)
     for i, xs in enumerate((x_left, x_mid, x_right)):
-        for j, ys in enumerate((y_low, y_mid, y_high)):
+        for j, ys in enumerate((y_low, cy + (side_wake if i == 2 else side), y_high)):
             if i == 1 and j == 1:
                 continue  # the square: the O-grid
             X, Y = np.meshgrid(xs, ys, indexing="ij")
@@ -117,30 +132,9 @@ def _merge(points: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
     return points[first[order]], new[label]
 
 
-def cylinder(cells_around: int = 64, grading: float = 5.0, thickness: float = 0.1,
-             length: float = LENGTH, height: float = HEIGHT, centre=CENTRE,
-             diameter: float = DIAMETER, box: float = BOX) -> Mesh:
-    """The DFG cylinder channel, one cell (``thickness``) deep; see the module docstring.
-
-    ``cells_around``: cells around the cylinder (a multiple of 4; also the radial cells of
-    the O-grid, ``cells_around / 4``, and the scale of every other cell count).
-    ``grading``: last/first radial cell size in the O-grid (> 1: fine at the wall).
-    """
-    if cells_around < 8 or cells_around % 4:
-        raise ValueError(f"cells_around must be a multiple of 4 and at least 8, got "
-                         f"{cells_around}")
-    if not grading > 0.0 or not thickness > 0.0:
-        raise ValueError("grading and thickness must be positive")
-    cx, cy = centre
-    r, a = 0.5 * diameter, 0.5 * box
-    if not (r < a and cx - a > 0.0 and cx + a < length and cy - a > 0.0
-            and cy + a < height):
-        raise ValueError("the cylinder's square (side box) must hold the cylinder and lie "
-                         "inside the channel")
-    n = cells_around // 4
-    blocks = _blocks(n, n, float(grading), length, height, centre, diameter, box)
-
-    # quads (CCW) of all blocks on the merged points
+def _quads(blocks, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """All blocks' quads on their merged points (closer than ``tol`` joined), each
+    counter-clockwise seen from +z: (points (n, 2), quads (n_quads, 4))."""
     pts, quads, start = [], [], 0
     for b in blocks:
         ni, nj = b.shape[0] - 1, b.shape[1] - 1
@@ -149,12 +143,44 @@ def cylinder(cells_around: int = 64, grading: float = 5.0, thickness: float = 0.
         quads.append(np.stack([idx[:-1, :-1], idx[1:, :-1], idx[1:, 1:], idx[:-1, 1:]],
                               axis=-1).reshape(-1, 4))
         start += (ni + 1) * (nj + 1)
-    xy, new = _merge(np.concatenate(pts), 1e-6 * diameter / cells_around)
+    xy, new = _merge(np.concatenate(pts), tol)
     quads = new[np.concatenate(quads)]
     p = xy[quads]  # (n_quads, 4, 2)
     area2 = np.sum(p[:, :, 0] * np.roll(p[:, :, 1], -1, axis=1)
                    - np.roll(p[:, :, 0], -1, axis=1) * p[:, :, 1], axis=1)
-    quads[area2 < 0] = quads[area2 < 0][:, ::-1]  # counter-clockwise seen from +z
+    quads[area2 < 0] = quads[area2 < 0][:, ::-1]
+    return xy, quads
+
+
+def cylinder(cells_around: int = 64, grading: float = 5.0, thickness: float = 0.1,
+             wake_refinement: int = 1, length: float = LENGTH, height: float = HEIGHT,
+             centre=CENTRE, diameter: float = DIAMETER, box: float = BOX) -> Mesh:
+    """The DFG cylinder channel, one cell (``thickness``) deep; see the module docstring.
+
+    ``cells_around``: cells around the cylinder (a multiple of 4; also the radial cells of
+    the O-grid, ``cells_around / 4``, and the scale of every other cell count).
+    ``grading``: last/first radial cell size in the O-grid (> 1: fine at the wall).
+    ``wake_refinement``: the downstream quarter of the O-grid, and the wake behind it, have
+    that many times the rays of the other quarters (1: the same).
+    """
+    if cells_around < 8 or cells_around % 4:
+        raise ValueError(f"cells_around must be a multiple of 4 and at least 8, got "
+                         f"{cells_around}")
+    if not grading > 0.0 or not thickness > 0.0:
+        raise ValueError("grading and thickness must be positive")
+    if int(wake_refinement) != wake_refinement or wake_refinement < 1:
+        raise ValueError(f"wake_refinement must be a positive integer, got {wake_refinement}")
+    cx, cy = centre
+    r, a = 0.5 * diameter, 0.5 * box
+    if not (r < a and cx - a > 0.0 and cx + a < length and cy - a > 0.0
+            and cy + a < height):
+        raise ValueError("the cylinder's square (side box) must hold the cylinder and lie "
+                         "inside the channel")
+    n = cells_around // 4
+    blocks = _blocks(n, n, float(grading), int(wake_refinement), length, height, centre,
+                     diameter, box)
+
+    xy, quads = _quads(blocks, 1e-6 * diameter / cells_around)
 
     # edges: a -> b counter-clockwise in their quad, so (b - a) x z points out of it
     nq = len(quads)

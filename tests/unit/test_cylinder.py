@@ -88,6 +88,35 @@ def test_spacing_grows_smoothly():
     assert s.max() == pytest.approx(5 * 0.006, rel=0.05)
 
 
+def test_wake_refinement_puts_more_rays_behind_the_cylinder():
+    """w = 3 on 32 cells around: the downstream quarter has 24 of the cylinder's 48 faces
+    (the others 8 each), the wake's 16 extra lines reach the outlet, and the mesh stays
+    closed and valid; its volume is the channel less that polygon, exactly."""
+    m = cylinder(32, wake_refinement=3)
+    m.check_topology()
+    rep = quality.check(m)
+    assert not rep.problems, rep.problems
+    g = m.geom()
+    p = m.patch("cylinder")
+    fc = g.face_centres[p.start:p.start + p.size]
+    behind = np.abs(np.arctan2(fc[:, 1] - 0.2, fc[:, 0] - 0.2)) < 0.25 * math.pi
+    assert p.size == 48 and behind.sum() == 24
+    polygon = 24 * 0.5 * R * R * (math.sin(math.pi / 48) + math.sin(math.pi / 16))
+    assert g.cell_volumes.sum() == pytest.approx((L * H - polygon) * T, rel=1e-12)
+    assert m.patch("outlet").size == cylinder(32).patch("outlet").size + 16
+    # the wake block's first column behind the square: 24 cells across, not 8
+    for w, across in ((1, 8), (3, 24)):
+        c = cylinder(32, wake_refinement=w).geom().cell_centres
+        wake = c[(c[:, 0] > 0.3) & (np.abs(c[:, 1] - 0.2) < 0.1)]
+        assert np.sum(np.isclose(wake[:, 0], wake[:, 0].min())) == across, w
+
+
+@pytest.mark.parametrize("w", [0, 1.5])
+def test_bad_wake_refinement(w):
+    with pytest.raises(ValueError, match="wake_refinement must be a positive integer"):
+        cylinder(32, wake_refinement=w)
+
+
 @pytest.mark.parametrize("n", [30, 4])
 def test_bad_cells_around(n):
     with pytest.raises(ValueError, match="multiple of 4"):
@@ -98,6 +127,7 @@ def test_bad_cells_around(n):
     ("mesh.cells_around=66", "mesh.cells_around: expected a multiple of 4"),
     ("mesh.cells_around=4", "mesh.cells_around: expected an integer from 8 to 1048576"),
     ("mesh.grading=0", "mesh.grading: expected a positive number"),
+    ("mesh.wake_refinement=0", "mesh.wake_refinement: expected an integer from 1 to 8"),
     ("mesh.cells=[4,4,1]", 'mesh.cells: not a key of a mesh of type "cylinder"'),
     ("boundary.inlet.type=wall", "boundary.inlet.profile: not allowed"),
     ("boundary.left.type=wall", "boundary.left: the mesh has no patch 'left'"),
@@ -119,15 +149,17 @@ def test_builtin_cases_build():
         assert case.mesh.type == "cylinder" and case.postprocess.cylinder
         u = case.boundary["inlet"].U[0]
         assert u * 0.1 / case.physics.nu == pytest.approx(re)
-    assert from_case(load_case("cylinder").mesh).n_cells == cylinder(64).n_cells
+    assert (from_case(load_case("cylinder").mesh).n_cells
+            == cylinder(128, wake_refinement=2).n_cells == 24588)
 
 
 # -- forces on known fields --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def monitor32():
-    case = load_case("cylinder", ["mesh.cells_around=32"])
-    lm = build_local(from_case(case.mesh), np.zeros(cylinder(32).n_cells, np.int64), 0)
+    case = load_case("cylinder", ["mesh.cells_around=32", "mesh.wake_refinement=1"])
+    mesh = from_case(case.mesh)
+    lm = build_local(mesh, np.zeros(mesh.n_cells, np.int64), 0)
     comm = MPI.COMM_SELF
     red = Reducer(comm)
     solver = SimpleNamespace(red=red, bc=build_boundary(lm, case.boundary, red),

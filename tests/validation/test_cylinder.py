@@ -5,25 +5,31 @@ on TU Dortmund's DFG benchmark page): c_D 5.57953523384, c_L 0.010618948146, dp 
 L_a 0.08473; Schäfer & Turek's ranges: c_D 5.57-5.59, c_L 0.0104-0.0110, dp 0.1172-0.1176,
 L_a 0.0842-0.0852.
 
-Measured (SIMPLE to residuals 1e-7, linear convection; benchmarks/cylinder.py):
+The case as shipped (128 cells around, the wake refined 2x, least-squares gradients; 24 588
+cells) has c_D 5.5801, dp 0.11732 and L_a 0.0844 inside the published ranges, and c_L
+0.01129, 6.3 % above the reference value: the test holds the first three to the ranges and
+c_L to 8 % (docs/cylinder.md).  With Gauss gradients on the same mesh L_a is 0.0825, outside.
+simpleFoam on the same mesh with the same schemes gives L_a 0.0840, c_D 5.5754 and c_L 0.01117:
+the test holds haloflow to 1 %, 0.5 % and 3 % of them.
+
+The uniform family (``wake_refinement`` 1, Gauss gradients; SIMPLE to residuals 1e-7, linear
+convection; benchmarks/cylinder.py) is where OpenFOAM's simpleFoam was run on the same mesh:
 
 | cells around | cells  | c_D    | c_L     | dp      | L_a    |
 |--------------|--------|--------|---------|---------|--------|
-| 64 (built-in)| 4 707  | 5.5729 | 0.01175 | 0.11703 | 0.0733 |
+| 64           | 4 707  | 5.5729 | 0.01175 | 0.11703 | 0.0733 |
 | 88           | 8 819  | 5.5788 | 0.01145 | 0.11724 | 0.0776 |
 | 128          | 18 828 | 5.5817 | 0.01108 | 0.11737 | 0.0805 |
 | 176          | 35 447 | 5.5822 | 0.01091 | 0.11743 | 0.0820 |
 
-On the built-in mesh c_D is 0.12 % and dp 0.42 % below the reference values; the tolerances,
+At 64 cells around c_D is 0.12 % and dp 0.42 % below the reference values; the tolerances,
 0.3 % and 0.6 %, are about the width of the published ranges (c_D 5.57-5.59 is 0.36 % wide,
 dp 0.34 %) and no more than half again those errors: a lost viscous force (a third of c_D),
-a wrong depth or sign, or a pressure taken a cell away is far outside them.  c_L (+11 %)
-and L_a (-13.5 %) are not in range on this mesh, so they are judged where they are: c_L
-(with c_D and dp) inside the published ranges at 176 cells around, and L_a, which converges
-like h^1.6, by Richardson extrapolation from 64, 88 and 176 cells around (the slow test).
-On the built-in mesh L_a is checked against OpenFOAM's simpleFoam on the same mesh (0.0733,
-docs/cylinder.md), and one refinement step must move every quantity towards the reference
-values.
+a wrong depth or sign, or a pressure taken a cell away is far outside them.  L_a there is
+checked against simpleFoam's on the same mesh (0.0733, docs/cylinder.md), and one refinement
+step must move every quantity towards the reference values; at 176 cells around c_D, c_L and
+dp are inside the ranges and L_a, which converges like h^1.6 in this family, is judged by
+Richardson extrapolation from 64, 88 and 176 cells around (the slow test).
 """
 
 from __future__ import annotations
@@ -42,9 +48,16 @@ from haloflow.run import run_case
 REF = {"cd": 5.57953523384, "cl": 0.010618948146, "dp": 0.11752016697, "la": 0.08473}
 RANGE = {"cd": (5.57, 5.59), "cl": (0.0104, 0.0110), "dp": (0.1172, 0.1176),
          "la": (0.0842, 0.0852)}
-TOL = {"cd": 0.003, "dp": 0.006}  # relative, on the built-in mesh
-LA_SIMPLEFOAM_64 = 0.0733  # simpleFoam (SIMPLEC, Gauss linear) on the built-in mesh
-# simpleFoam (plain SIMPLE, the case's relaxation, Gauss linear) on the built-in mesh with
+CL_TOL_SHIPPED = 0.08  # relative to REF["cl"]; the shipped case is 6.3 % above it
+# simpleFoam (plain SIMPLE, the case's relaxation, bounded Gauss linear convection,
+# leastSquares gradients) on the shipped mesh (benchmarks/simplefoam_case.py cylinder,
+# 2026-12-03): L_a from its U on haloflow's cell centres as haloflow samples it, c_D and c_L
+# from its ``forces`` (haloflow: 0.0844, 5.5801, 0.01129)
+SIMPLEFOAM_SHIPPED = {"la": 0.08398, "cd": 5.5754, "cl": 0.01117}
+TOL_SIMPLEFOAM_SHIPPED = {"la": 0.01, "cd": 0.005, "cl": 0.03}
+TOL = {"cd": 0.003, "dp": 0.006}  # relative, on the uniform 64 mesh
+LA_SIMPLEFOAM_64 = 0.0733  # simpleFoam (SIMPLEC, Gauss linear) on the uniform 64 mesh
+# simpleFoam (plain SIMPLE, the case's relaxation, Gauss linear) on the uniform 64 mesh with
 # haloflow's inlet (benchmarks/simplefoam_case.py cylinder), its ``forces`` on the wall:
 # total, pressure and viscous x-force 1.112418e-3, 7.168591e-4 and 3.955590e-4 per unit
 # density over the 0.1 span: c_D 5.5621 (haloflow 0.19 % above), a viscous share of 0.3556
@@ -53,6 +66,8 @@ LA_SIMPLEFOAM_64 = 0.0733  # simpleFoam (SIMPLEC, Gauss linear) on the built-in 
 CD_SIMPLEFOAM_64 = 5.5621
 VISCOUS_SIMPLEFOAM_64 = 0.3556
 QUIET = ["output.fields=false", "output.plots=false"]
+# the uniform family of meshes, with the Gauss gradients simpleFoam was run with
+UNIFORM = ["mesh.wake_refinement=1", "solver.gradient=gauss"]
 
 
 def coefficients(c):
@@ -60,22 +75,30 @@ def coefficients(c):
 
 
 @pytest.fixture(scope="module")
-def builtin(tmp_path_factory):
+def shipped(tmp_path_factory):
     out = tmp_path_factory.mktemp("cylinder") / "run"
     return run_case(load_case("cylinder", ["output.fields=false"]), out, MPI.COMM_SELF,
                     quiet=True), out
 
 
 @pytest.fixture(scope="module")
+def builtin(tmp_path_factory):
+    """The uniform 64 mesh, where simpleFoam was run."""
+    out = tmp_path_factory.mktemp("cylinder64") / "run"
+    return run_case(load_case("cylinder", ["mesh.cells_around=64", *UNIFORM, *QUIET]), out,
+                    MPI.COMM_SELF, quiet=True), out
+
+
+@pytest.fixture(scope="module")
 def refined(tmp_path_factory):
-    """``refined(cells_around)``: the coefficients of a run on a finer mesh, run once."""
+    """``refined(cells_around)``: the coefficients of a run on a finer uniform mesh, run once."""
     done = {}
 
     def run(n):
         if n not in done:
             out = tmp_path_factory.mktemp(f"cylinder{n}") / "run"
-            s = run_case(load_case("cylinder", [f"mesh.cells_around={n}", *QUIET]), out,
-                         MPI.COMM_SELF, quiet=True)
+            s = run_case(load_case("cylinder", [f"mesh.cells_around={n}", *UNIFORM, *QUIET]),
+                         out, MPI.COMM_SELF, quiet=True)
             assert s["converged"], n
             done[n] = coefficients(s["cylinder"])
         return done[n]
@@ -83,19 +106,19 @@ def refined(tmp_path_factory):
     return run
 
 
-def test_builtin_case_against_schaefer_turek(builtin):
-    s, out = builtin
-    assert s["converged"] and s["cells"] == 4707 and s["iterations"] < 300
+def test_shipped_case_inside_the_published_ranges(shipped):
+    s, out = shipped
+    assert s["converged"] and s["cells"] == 24588 and s["iterations"] < 700
     c = s["cylinder"]
     assert c["re"] == pytest.approx(20.0)
     got = coefficients(c)
-    for k, tol in TOL.items():
-        assert got[k] == pytest.approx(REF[k], rel=tol), (k, got)
-    assert got["la"] == pytest.approx(LA_SIMPLEFOAM_64, rel=0.01), got
-    # the drag is pressure plus friction, split as simpleFoam splits it on this mesh
+    for k in ("cd", "dp", "la"):
+        lo, hi = RANGE[k]
+        assert lo <= got[k] <= hi, (k, got)
+    assert got["cl"] == pytest.approx(REF["cl"], rel=CL_TOL_SHIPPED), got
+    for k, ref in SIMPLEFOAM_SHIPPED.items():  # OpenFOAM on the same mesh and schemes
+        assert got[k] == pytest.approx(ref, rel=TOL_SIMPLEFOAM_SHIPPED[k]), (k, got)
     assert c["cd_pressure"] + c["cd_viscous"] == pytest.approx(c["cd_final"], rel=1e-9)
-    assert c["cd_final"] == pytest.approx(CD_SIMPLEFOAM_64, rel=0.005)
-    assert c["cd_viscous"] / c["cd_final"] == pytest.approx(VISCOUS_SIMPLEFOAM_64, rel=0.03)
     assert c["st"] is None and c["reference"]["cd"] == [5.57, 5.59]
     # files: the series per iteration, the same in summary.json and forces.csv
     assert json.loads((out / "summary.json").read_text())["cylinder"] == c
@@ -108,6 +131,20 @@ def test_builtin_case_against_schaefer_turek(builtin):
     assert (f"cylinder, Re = 20: c_D {c['cd_final']:.4f} [5.57, 5.59]"
             in (out / "log.txt").read_text())
     assert s["phases_s"]["monitor"][0] < 0.1 * s["loop_s"]
+
+
+def test_uniform_64_mesh_against_simplefoam(builtin):
+    s, _ = builtin
+    assert s["converged"] and s["cells"] == 4707 and s["iterations"] < 300
+    c = s["cylinder"]
+    got = coefficients(c)
+    for k, tol in TOL.items():
+        assert got[k] == pytest.approx(REF[k], rel=tol), (k, got)
+    assert got["la"] == pytest.approx(LA_SIMPLEFOAM_64, rel=0.01), got
+    # the drag is pressure plus friction, split as simpleFoam splits it on this mesh
+    assert c["cd_pressure"] + c["cd_viscous"] == pytest.approx(c["cd_final"], rel=1e-9)
+    assert c["cd_final"] == pytest.approx(CD_SIMPLEFOAM_64, rel=0.005)
+    assert c["cd_viscous"] / c["cd_final"] == pytest.approx(VISCOUS_SIMPLEFOAM_64, rel=0.03)
 
 
 def test_refinement_moves_towards_the_benchmark(builtin, refined):
@@ -131,7 +168,8 @@ def richardson(n, v):
 
 @pytest.mark.slow
 def test_fine_mesh_reaches_the_published_ranges(builtin, refined):
-    """176 cells around (35 447 cells): c_D, c_L and dp inside Schäfer & Turek's ranges.
+    """176 cells around (35 447 cells, uniform): c_D, c_L and dp inside Schäfer & Turek's
+    ranges.
     L_a extrapolated from 64, 88 and 176 cells around (observed order about 1.6): 0.0842,
     0.6 % below the reference value, at the lower end of the range (whose half-width is
     0.6 %); checked to 1 % of the reference value."""
