@@ -1,12 +1,13 @@
 """A built-in steady case as an OpenFOAM case for simpleFoam: haloflow's own mesh (its cell
 order kept, internal faces in OpenFOAM's upper-triangular order), haloflow's own inlet
-values, laminar, the case's nu and SIMPLE relaxation, Gauss linear, solved to residuals of
-1e-9 (the cylinder also with OpenFOAM's ``forces`` on its wall).
+values, laminar, the case's nu, SIMPLE or SIMPLEC (``solver.consistent``) and relaxation, its
+convection (Gauss linear or linearUpwind), solved to residuals of 1e-9 (the cylinder also
+with OpenFOAM's ``forces`` on its wall).
 
     .venv/bin/python benchmarks/simplefoam_case.py CASE /tmp/out PITZDAILY [KEY=VALUE ...]
     cd /tmp/out && source /usr/share/openfoam/etc/bashrc && simpleFoam
 
-CASE: backward_step or cylinder.  PITZDAILY: a copy of OpenFOAM's simpleFoam/pitzDaily
+CASE: backward_step, cylinder or pitzdaily.  PITZDAILY: a copy of OpenFOAM's simpleFoam/pitzDaily
 tutorial, whose system/ files are taken and edited (OpenFOAM v1912).  KEY=VALUE: the case's
 keys as ``--set`` takes them; the case's gradient (Gauss or least squares) is OpenFOAM's
 ``linear`` or ``leastSquares``.  The tests that use the
@@ -32,6 +33,7 @@ from haloflow.parallel.local import build_local
 from haloflow.physics import solver_from_case
 
 FOAM_KIND = {"wall": "wall", "empty": "empty"}  # haloflow's boundary type: polyMesh's
+DIV_U = {"linear": "linear", "linear-upwind": "linearUpwind grad(U)"}  # solver.convection
 
 
 def head(cls: str, obj: str) -> str:
@@ -87,12 +89,16 @@ def main(name: str, out: Path, tutorial: Path, sets: list[str]) -> None:
         (const / name).write_text(head("dictionary", name) + "simulationType laminar;\n")
     shutil.copytree(tutorial / "system", out / "system", dirs_exist_ok=True)
     sch = out / "system" / "fvSchemes"
-    text = re.sub(r"div\(phi,U\)\s+[^;]*;", "div(phi,U) bounded Gauss linear;", sch.read_text())
+    div = DIV_U.get(case.solver.convection)
+    if div is None:
+        raise SystemExit(f"solver.convection = {case.solver.convection}: not mapped")
+    text = re.sub(r"div\(phi,U\)\s+[^;]*;", f"div(phi,U) bounded Gauss {div};", sch.read_text())
     if case.solver.gradient == "least-squares":
         text = re.sub(r"(gradSchemes\s*\{[^}]*default\s+)[^;]*;", r"\1leastSquares;", text)
     sch.write_text(text)
     sol = out / "system" / "fvSolution"
-    text = sol.read_text().replace("consistent      yes;", "consistent      no;")
+    text = re.sub(r"consistent\s+\w+;", f"consistent {'yes' if case.solver.consistent else 'no'};",
+                  sol.read_text())
     text = re.sub(r"residualControl\s*\{[^}]*\}", "residualControl { p 1e-9; U 1e-9; }", text)
     rx = case.solver.relaxation
     text = re.sub(r"relaxationFactors\s*\{.*\}\s*",
