@@ -470,7 +470,7 @@ def _simgrid(args, names: list[str], lay: M.Layout, log) -> int:
     nets = [None if n == "shm" else M.network(n) for n in names]
     shm = shm_curve(args.shm)
     nets = [shm if n is None else n for n in nets]
-    modelled = {}
+    model_of = None
     if args.profile is not None:
         _, w = load_profile(args.profile)
         path = args.profile / "profile.json" if args.profile.is_dir() else args.profile
@@ -478,10 +478,13 @@ def _simgrid(args, names: list[str], lay: M.Layout, log) -> int:
         if ranks not in hs:
             raise M.ModelError(f"--profile {args.profile}: {w.cells} cells cannot be split "
                                f"over the trace's {ranks} ranks")
-        modelled = {n.name: M.predict(w, hs[ranks], n, shm, lay).step_s for n in nets}
+        halo = hs[ranks]
+
+        def model_of(net):
+            return M.predict(w, halo, net, shm, lay).step_s
     if args.outdir is not None:
         _outdir(args.outdir)
-    return S.run(args, nets, shm, lay, modelled, log)
+    return S.run(args, nets, shm, lay, model_of, log)
 
 
 def _simgrid_profile(args, names: list[str], lay: M.Layout, log) -> int:

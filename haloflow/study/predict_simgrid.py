@@ -2,12 +2,18 @@
 (``haloflow trace``) on a cluster built from the same networks as the analytic model, beside
 the model where the traced run's profile.json is given too; or, from a profile alone, the
 replay of one step that ``synth_trace`` writes from the model's own per-rank pattern on the
-run's real partition at every rank count."""
+run's real partition at every rank count.  Where the two differ by more than ``GAP``, each
+effect SimGrid has and the model has not is taken away in turn and the step replayed again:
+the one whose absence brings SimGrid nearest the model is named (:func:`explain`)."""
 
 from __future__ import annotations
 
 import json
+import math
 import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from . import model as M
@@ -76,15 +82,73 @@ def step_actions(w: M.Workload, halo: M.Halo, per_node: int) -> float:
 
 
 def replay_step(w: M.Workload, halo: M.Halo, lay: M.Layout, net: M.Curve, shm: M.Curve,
-                fraction: float, work: Path, args, timeout: float = 3600) -> float:
+                fraction: float, work: Path, args, timeout: float = 3600,
+                change: Callable[[Platform], Platform] | None = None) -> float:
     """SimGrid's seconds per step of ``w`` on the ranks of ``halo`` (a ``fraction`` of the
-    step replayed and scaled by ``synth_trace.sample_scale``)."""
+    step replayed and scaled by ``synth_trace.sample_scale``), on the platform as
+    ``change`` leaves it."""
     listing, _ = T.write(work / "traces", w, halo, lay, SPEED, fraction)
     p = platform(net, shm, halo.ranks, lay.per_node(w), SPEED, args)
-    seconds = replay(listing, halo.ranks, p, work / "run", (), timeout)
+    seconds = replay(listing, halo.ranks, change(p) if change else p, work / "run", (),
+                     timeout)
     for f in (work / "traces").iterdir():
         f.unlink()
     return seconds * T.sample_scale(w, halo, lay, net, shm, fraction)
+
+
+GAP = 0.2  # SimGrid this far from the model (either way): name the effect
+
+
+def effects(p: Platform) -> list[tuple[str, Callable[[Platform], Platform], bool]]:
+    """The effects of SimGrid's platform ``p`` that the analytic model does not have, each
+    as (name, the platform without it, whether the model must drop o too):
+    - NIC serialisation: a node's ranks share its one link; without it the link carries
+      each of them at full bandwidth at once (bandwidth x cores);
+    - contention and topology: a shared backbone or a fat tree; without it a non-blocking
+      switch;
+    - the per-message CPU cost (o) inside a node: SMPI charges a network's o to every
+      message, the model only to those between nodes; without it o is zero on both sides
+      (the model's too)."""
+    out = []
+    if p.cores > 1 and p.nodes > 1:
+        out.append(("NIC serialisation", lambda q: replace(q, bandwidth=q.bandwidth * q.cores),
+                    False))
+    if p.backbone_Bps is not None or p.fat_tree is not None:
+        out.append(("contention and topology",
+                    lambda q: replace(q, backbone_Bps=None, fat_tree=None), False))
+    if p.cores > 1 and (p.o > 0 or p.o_byte > 0):
+        out.append(("per-message CPU cost inside a node", lambda q: replace(q, o=0.0,
+                                                                           o_byte=0.0), True))
+    return out
+
+
+def explain(p: Platform, ratio: float, again: Callable, model_without_o: float | None,
+            model: float) -> dict | None:
+    """Where SimGrid / model (``ratio``) is beyond ``GAP``: SimGrid's ratio to the model with
+    each effect of ``effects(p)`` taken away (``again(change)``: the replay's seconds on the
+    changed platform), and the effect whose absence brings it nearest 1, named if that
+    halves the gap (in log terms); None within the gap."""
+    if abs(ratio - 1.0) <= GAP:
+        return None
+    without = {}
+    for name, change, drop_o in effects(p):
+        ref = model_without_o if drop_o else model
+        if ref:
+            without[name] = again(change) / ref
+    best = min(without, key=lambda k: abs(math.log(without[k])), default=None)
+    named = best if best is not None and \
+        abs(math.log(without[best])) <= 0.5 * abs(math.log(ratio)) else None
+    return {"ratio": ratio, "without": without, "named": named}
+
+
+def _explained(e: dict | None) -> str | None:
+    if e is None:
+        return None
+    parts = ", ".join(f"without {k} {v:.3f}" for k, v in e["without"].items())
+    return (f"SimGrid/model {e['ratio']:.3f}" + (f"; {parts}" if parts else "")
+            + (f": the difference is {e['named']}" if e["named"] else
+               ": no one effect explains it (the model's busiest rank against SimGrid's "
+               "every rank waiting for the others)"))
 
 
 def check_profile_options(args) -> None:
@@ -107,11 +171,18 @@ def run_profile(args, w: M.Workload, hs: dict, nets: list[M.Curve], shm: M.Curve
                 frac = min(1.0, args.budget / total)
                 log(f"SimGrid: {net.name}, {P} ranks: {total:.3g} actions a step"
                     + (f", a {frac:.3g} sample replayed" if frac < 1 else ""))
-                step = replay_step(w, hs[P], lay, net, shm, frac, Path(tmp) / f"{P}", args)
+                work = Path(tmp) / f"{P}"
+                step = replay_step(w, hs[P], lay, net, shm, frac, work, args)
                 model = M.predict(w, hs[P], net, shm, lay).step_s
+                free = replace(net, o=0.0, o_byte=0.0)
+                why = explain(
+                    platform(net, shm, P, lay.per_node(w), SPEED, args), step / model,
+                    partial(replay_step, w, hs[P], lay, net, shm, frac, work, args, 3600),
+                    M.predict(w, hs[P], free, shm, lay).step_s, model) if model else None
                 rows.append({"network": net.name, "ranks": P,
                              "nodes": -(-P // lay.per_node(w)), "actions": total,
-                             "fraction": frac, "step_s": step, "model_step_s": model})
+                             "fraction": frac, "step_s": step, "model_step_s": model,
+                             "effects": why})
     _print_rows(rows)
     if args.outdir is not None:
         doc = {"profile": str(args.profile), "budget": args.budget,
@@ -128,6 +199,10 @@ def _print_rows(rows: list[dict]) -> None:
         m = r["model_step_s"]
         print(f"{r['network']:<24} {r['ranks']:5d} {r['nodes']:5d} {r['step_s']:15.5g} "
               + (f"{m:13.5g} {r['step_s'] / m:14.3f}" if m else f"{'-':>13} {'-':>14}"))
+    for r in rows:
+        line = _explained(r.get("effects"))
+        if line:
+            print(f"{r['network']}, {r['ranks']} ranks: {line}")
 
 
 def trace_ranks(args) -> int:
@@ -142,8 +217,10 @@ def trace_ranks(args) -> int:
     return len(trace_files(args.trace))
 
 
-def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout, modelled: dict, log) -> int:
-    """Replay the trace on every network; ``modelled``: the model's s/step by network."""
+def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout,
+        model_of: Callable[[M.Curve], float] | None, log) -> int:
+    """Replay the trace on every network; ``model_of(net)``: the model's s/step there (None:
+    no model beside the replay)."""
     files = trace_files(args.trace)
     ranks = len(files)
     nominal = float(summary(args.trace, 0).get("flops_per_s", 1e9))
@@ -171,10 +248,14 @@ def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout, modelled: dict, 
                 ev, warn = TL.events(paje, files, pid, f"SimGrid replay on {net.name}")
                 parts.append(ev)
                 warnings += [f"{net.name}: {w}" for w in warn]
+            model = model_of(net) if model_of else None
+            why = explain(p, seconds / args.steps / model,
+                          partial(_replay_changed, listing, ranks, p, work, args.steps),
+                          model_of(replace(net, o=0.0, o_byte=0.0)), model) if model else None
             rows.append({"network": net.name, "ranks": ranks, "nodes": p.nodes,
                          "latency_s": p.latency, "bandwidth_Bps": p.bandwidth,
                          "simulated_s": seconds, "step_s": seconds / args.steps,
-                         "model_step_s": modelled.get(net.name)})
+                         "model_step_s": model, "effects": why})
     _print_rows(rows)
     if args.outdir is not None:
         doc = {"trace": str(args.trace), "steps": args.steps, "cores_per_node": per_node,
@@ -189,6 +270,12 @@ def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout, modelled: dict, 
         print(f"timeline in {args.outdir / 'timeline.json'} (open it in https://ui.perfetto.dev "
               "or chrome://tracing)")
     return 0
+
+
+def _replay_changed(listing: Path, ranks: int, p: Platform, work: Path, steps: int,
+                    change: Callable[[Platform], Platform]) -> float:
+    """Seconds per step of the trace's replay on ``p`` as ``change`` leaves it."""
+    return replay(listing, ranks, change(p), work / "without") / steps
 
 
 def _safe(name: str) -> str:
