@@ -1,7 +1,7 @@
 """A built-in steady case as an OpenFOAM case for simpleFoam: haloflow's own mesh (its cell
 order kept, internal faces in OpenFOAM's upper-triangular order), haloflow's own inlet
 values, laminar, the case's nu, SIMPLE or SIMPLEC (``solver.consistent``) and relaxation, its
-convection (Gauss linear or linearUpwind), solved to residuals of 1e-9 (the cylinder also
+convection (Gauss upwind, linear or linearUpwind), solved to residuals of 1e-9 (the cylinder also
 with OpenFOAM's ``forces`` on its wall).
 
     .venv/bin/python benchmarks/simplefoam_case.py CASE /tmp/out PITZDAILY [KEY=VALUE ...]
@@ -33,7 +33,8 @@ from haloflow.parallel.local import build_local
 from haloflow.physics import solver_from_case
 
 FOAM_KIND = {"wall": "wall", "empty": "empty"}  # haloflow's boundary type: polyMesh's
-DIV_U = {"linear": "linear", "linear-upwind": "linearUpwind grad(U)"}  # solver.convection
+DIV_U = {"upwind": "upwind", "linear": "linear",  # solver.convection
+         "linear-upwind": "linearUpwind grad(U)"}
 
 
 def head(cls: str, obj: str) -> str:
