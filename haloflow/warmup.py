@@ -44,7 +44,8 @@ CASES = [
     # the other built-in cases' kernels and the other pressure solvers: temperature (a
     # limited scheme), checkpoints and OpenFOAM's residual measure; non-orthogonal
     # corrections and wall forces; Spalart-Allmaras and linear-upwind; least-squares
-    # gradients; Jacobi-preconditioned CG, single-reduction and pipelined CG, also
+    # gradients and OpenFOAM's transpose stress; Jacobi-preconditioned CG, single-reduction and
+    # pipelined CG, also
     # AMG-preconditioned
     ("heated_cavity", ["mesh.cells=[8,8,1]", "solver.max_iterations=2",
                        "solver.convection_T=van-leer", "output.checkpoint_every=1",
@@ -53,7 +54,8 @@ CASES = [
                   "solver.pressure.method=cg-jacobi"]),
     ("flat_plate", ["solver.max_iterations=2", "solver.pressure.method=cg-jacobi"]),
     ("channel", ["mesh.cells=[12,4,1]", "solver.max_iterations=2",
-                 "solver.gradient=least-squares", "solver.pressure.method=cg1-jacobi"]),
+                 "solver.gradient=least-squares", "solver.pressure.method=cg1-jacobi",
+                 "solver.transpose_stress=true"]),
     ("channel", ["mesh.cells=[12,4,1]", "solver.algorithm=piso", "solver.max_steps=2",
                  "solver.convection=linear-upwind", "solver.pressure.method=pipecg-jacobi"]),
     ("cavity", ["mesh.cells=[8,8,1]", "solver.max_steps=2", "solver.pressure.method=amg-cg1"]),

@@ -49,9 +49,11 @@ _SECTIONS = ("mesh", "initial", "physics", "boundary", "solver", "parallel", "ou
 def _openfoam_keys() -> dict:
     """Solver keys that make haloflow discretise as OpenFOAM does where it chooses otherwise
     (docs/validation.md, the elbow): linear convection all in the matrix (``Gauss linear``,
-    no deferred part), and PISO's (Euler) ``ddtCorr`` in the predicted fluxes."""
+    no deferred part), PISO's (Euler) ``ddtCorr`` in the predicted fluxes, and the explicit
+    ``div(nu dev2(T(grad U)))`` of OpenFOAM's laminar model (simpleFoam, pimpleFoam)."""
     return {"implicit_convection": _Key(_boolean(), False),
-            "ddt_corr": _Key(_boolean(), False)}
+            "ddt_corr": _Key(_boolean(), False),
+            "transpose_stress": _Key(_boolean(), False)}
 
 
 @functools.cache
@@ -431,6 +433,10 @@ def _solver(raw, model: str = "incompressible") -> SimpleNamespace:
         raise KeyProblem(path + ("implicit_convection",), "solver.implicit_convection: needs "
                          f'convection = "linear" (not {_fmt(out.convection)})',
                          also=[path + ("convection",)])
+    if out.transpose_stress and model not in ("incompressible", "boussinesq"):
+        raise KeyProblem(path + ("transpose_stress",), "solver.transpose_stress: needs laminar "
+                         'flow (physics.model = "incompressible" or "boussinesq", not '
+                         f"{_fmt(model)}: a closure has its own)", also=[("physics", "model")])
     if out.ddt_corr and (algorithm != "piso" or out.time_scheme != "euler"):
         raise KeyProblem(path + ("ddt_corr",), 'solver.ddt_corr: needs algorithm = "piso" and '
                          f'time_scheme = "euler" (not {_fmt(algorithm)}, '

@@ -50,6 +50,7 @@ def unsupported(flow, solver) -> str | None:
         (s.residual_norm != "relative", f"{s.residual_norm} residuals"),
         (getattr(s, "implicit_convection", False), "implicit convection"),
         (getattr(s, "ddt_corr", False), "ddt_corr"),
+        (getattr(s, "transpose_stress", False), "the transpose stress"),
     )
     asked = [what for bad, what in checks if bad]
     return ", ".join(asked) if asked else None

@@ -25,7 +25,12 @@ from ..parallel import threads
 from .bcs import velocity_boundary_values
 from .context import Context
 from .patches import EMPTY, FIXED, SYMMETRY
-from .schemes import cubic_source, linear_upwind_source, nonorth_diffusion_source
+from .schemes import (
+    cubic_source,
+    linear_upwind_source,
+    nonorth_diffusion_source,
+    transpose_stress_source,
+)
 
 
 @nb.njit(cache=True)
@@ -189,10 +194,12 @@ class Momentum:
     place), and ``stress`` the explicit part of its eddy stress (cell integrals on the owned
     rows), or None in laminar flow.  ``nonorth``: defer the non-orthogonal part of
     diffusion; it, linear-upwind and cubic convection need velocity gradients, whose ghost
-    rows are exchanged.  ``implicit``: linear convection wholly in the matrix."""
+    rows are exchanged.  ``implicit``: linear convection wholly in the matrix.
+    ``transpose``: OpenFOAM's explicit ``div(nu dev2(T(grad U)))`` in laminar flow
+    (:func:`~.schemes.transpose_stress_source`)."""
 
     def __init__(self, U, ctx: Context, nu_face, many, *, convection: str, settings,
-                 stress=None, device=None, implicit: bool = False):
+                 stress=None, device=None, implicit: bool = False, transpose: bool = False):
         lm = lmesh = ctx.lmesh
         fc, bc, comps, gradient, pattern = ctx.fc, ctx.bc, ctx.comps, ctx.gradient, ctx.pattern
         exchanger, red, workspace, scratch, timers = (ctx.exchanger, ctx.red, ctx.workspace,
@@ -239,8 +246,10 @@ class Momentum:
         self.d = None  # owner-to-neighbour vectors, for cubic convection
         if self.cubic:
             self.d = centre_deltas(lm)
+        self.transpose = transpose
+        self.g3 = np.zeros((3, 3))  # a face's velocity gradient, for the transpose stress
         self.gradU = None
-        if nonorth or self.linear_upwind or self.cubic:  # velocity gradients, ghosts exchanged
+        if nonorth or self.linear_upwind or self.cubic or transpose:  # gradients, ghosts exchanged
             self.gradU = components(3, 3, n)
             self.ub = np.zeros((3, nf - ni))
             self.gkind = bc.grad_kind
@@ -263,8 +272,9 @@ class Momentum:
             self._explicit(phi, U_conv)
 
     def _explicit(self, phi, U_conv) -> None:
-        """Deferred parts that need velocity gradients: non-orthogonal diffusion and the
-        linear-upwind or cubic correction (ghost values of ``U_conv`` are current)."""
+        """Deferred parts that need velocity gradients: non-orthogonal diffusion, the
+        linear-upwind or cubic correction and the transpose stress (ghost values of
+        ``U_conv`` are current)."""
         lm, bc, fc, T = self.lm, self.bc, self.fc, self.timers
         with T("fluxes"):
             velocity_boundary_values(self.owner, self.sf, bc.u_kind, bc.u_value, U_conv,
@@ -284,6 +294,11 @@ class Momentum:
             if self.cubic:
                 cubic_source(lm.owner, lm.neighbour, fc.weight, phi, self.d, U_conv, self.gradU,
                              self.axes, self.b0)
+            if self.transpose:
+                g = lm.geometry
+                transpose_stress_source(self.owner, lm.neighbour, fc.weight, self.sf,
+                                        g.face_centres, g.cell_centres, self.nu_face, bc.u_kind,
+                                        self.ub, U_conv, self.gradU, self.axes, self.g3, self.b0)
 
     def ghosts_stale(self) -> None:
         """The owned rows of ``U`` changed since its ghosts were exchanged: the next solve

@@ -102,7 +102,8 @@ class PisoSolver:
         self.momentum = Momentum(self.U, ctx, self.closure.nu_face, many,
                                  convection=s.convection, settings=s.momentum,
                                  stress=getattr(self.closure, "stress", None), device=device,
-                                 implicit=bool(getattr(s, "implicit_convection", False)))
+                                 implicit=bool(getattr(s, "implicit_convection", False)),
+                                 transpose=bool(getattr(s, "transpose_stress", False)))
         # OpenFOAM's ddtCorr: the step's old flux, kept for the predicted fluxes
         self.phi_old = np.zeros(nf) if getattr(s, "ddt_corr", False) else None
         self.pressure = Pressure(self.p, self.grad, self.phi, ctx,

@@ -206,6 +206,55 @@ def transposed_stress(owner, neighbour, sf, nu_face, nu, gradU, n_owned, gnut, s
 
 
 @nb.njit(cache=True)
+def transpose_stress_source(owner, neighbour, weight, sf, fc, cc, nu_face, u_kind, ub, U,
+                            gradU, comps, g, b):
+    """OpenFOAM's explicit ``div(nu dev2(T(grad U)))`` of its laminar (and turbulence)
+    models, which simpleFoam and pimpleFoam add and icoFoam does not: ``nu grad(div U)``,
+    zero in the continuum, but not in the discrete equations where the velocity gradient is
+    singular (an inlet meeting a wall).  Gauss with linear interpolation of the cells'
+    gradients; on a boundary face the cell's gradient with its normal part replaced by the
+    face's ``(U_b - U_P) / (n . (x_f - x_P))``, as OpenFOAM's Gauss gradient corrects its
+    boundary values.  ``gradU[d, e] = dU_d / dx_e``; ``owner`` over the visited faces;
+    ``g``: a (3, 3) scratch for a face's gradient; ``nu_face``: per face, or one entry for
+    all."""
+    ni = len(neighbour)
+    per_face = len(nu_face) > 1
+    for f in range(len(owner)):
+        o = owner[f]
+        if f < ni:
+            n = neighbour[f]
+            w = weight[f]
+            for d in comps:
+                for e in comps:
+                    g[d, e] = w * gradU[d, e, o] + (1.0 - w) * gradU[d, e, n]
+        else:
+            k = f - ni
+            if u_kind[k] == EMPTY:
+                continue
+            area = np.sqrt(sf[f, 0] ** 2 + sf[f, 1] ** 2 + sf[f, 2] ** 2)
+            dn = 0.0
+            for e in range(3):
+                dn += sf[f, e] / area * (fc[f, e] - cc[o, e])
+            for d in comps:
+                sn = (ub[d, k] - U[d, o]) / dn
+                for e in comps:
+                    sn -= sf[f, e] / area * gradU[d, e, o]
+                for e in comps:
+                    g[d, e] = gradU[d, e, o] + sf[f, e] / area * sn
+        tr = 0.0
+        for d in comps:
+            tr += g[d, d]
+        for j in comps:
+            s = -2.0 / 3.0 * tr * sf[f, j]
+            for i in comps:
+                s += sf[f, i] * g[i, j]
+            s *= nu_face[f if per_face else 0]
+            b[j, o] += s
+            if f < ni:
+                b[j, neighbour[f]] -= s
+
+
+@nb.njit(cache=True)
 def nonorth_flux_correction(owner, neighbour, weight, corr, rAU, grad, comps, phiH):
     """Move the non-orthogonal part of the pressure flux, ``rAU_f k . grad(p)_f`` from the
     latest pressure, into the predicted flux, so that the pressure equation (implicit in

@@ -19,11 +19,15 @@ QUICK = ["--steps", "8", "--quiet", "--set", "output.fields=false",
 
 
 @pytest.mark.mpi
-def test_pitzdaily_first_iterations_match_serial(haloflow_mpi, tmp_path):
+@pytest.mark.parametrize("transpose", [False, True])
+def test_pitzdaily_first_iterations_match_serial(haloflow_mpi, tmp_path, transpose):
+    """Also with OpenFOAM's transpose stress, whose face gradients read the ghost cells'."""
     res = {}
+    extra = ["--set", "solver.transpose_stress=true"] if transpose else []
     for n in (1, 2):
         out = tmp_path / f"n{n}"
-        run = haloflow_mpi(n, "run", "pitzdaily", "-o", str(out), *QUICK, timeout=180)
+        run = haloflow_mpi(n, "run", "pitzdaily", "-o", str(out), *QUICK, *extra,
+                           timeout=180)
         assert run.returncode == 0, f"--- stdout ---\n{run.stdout}\n--- stderr ---\n{run.stderr}"
         s = json.loads((out / "summary.json").read_text())
         assert s["ranks"] == n and s["iterations"] == 8 and s["cells"] == 12225
