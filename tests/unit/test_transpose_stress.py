@@ -15,24 +15,37 @@ from haloflow.physics.schemes import transpose_stress_source
 NU = 0.01
 
 
-def _source(mesh, field, grad):
-    """The term's cell integrals for velocity ``field(x)`` with exact cell gradients
-    ``grad(x)`` (``[d, e] = dU_d / dx_e``), fixed boundary values on the x and y faces."""
+def _squares(terms):
+    """The velocity ``U_d = c x_e^2`` summed over ``terms`` (d, e, c), and its exact
+    gradient ``[d, e] = dU_d / dx_e``, as functions of the points (n, 3)."""
+    def field(x):
+        U = np.zeros((3, len(x)))
+        for d, e, c in terms:
+            U[d] += c * x[:, e] ** 2
+        return U
+
+    def grad(x):
+        g = np.zeros((3, 3, len(x)))
+        for d, e, c in terms:
+            g[d, e] += 2 * c * x[:, e]
+        return g
+
+    return field, grad
+
+
+def _source(mesh, terms):
+    """The term's cell integrals for the velocity of :func:`_squares` with its exact cell
+    gradients, fixed boundary values on the x and y faces."""
+    field, grad = _squares(terms)
     g, n, ni = mesh.geom(), mesh.n_cells, mesh.n_internal
     cc, fc, sf = g.cell_centres, g.face_centres, g.face_areas
-    U = field(cc)
-    gradU = grad(cc)
-    nb = len(mesh.owner) - ni
     kind = np.where(np.abs(sf[ni:, 2]) > 0, EMPTY, FIXED).astype(np.int64)
-    ub = field(fc[ni:])
-    w = np.zeros(ni)
     d_o = np.linalg.norm(fc[:ni] - cc[mesh.owner[:ni]], axis=1)
     d_n = np.linalg.norm(fc[:ni] - cc[mesh.neighbour], axis=1)
-    w[:] = d_n / (d_o + d_n)
     b = np.zeros((3, n))
-    transpose_stress_source(mesh.owner, mesh.neighbour, w, sf, fc, cc, np.full(1, NU), kind,
-                            ub, U, gradU, (0, 1), np.zeros((3, 3)), b)
-    assert nb == len(kind)
+    transpose_stress_source(mesh.owner, mesh.neighbour, d_n / (d_o + d_n), sf, fc, cc,
+                            np.full(1, NU), kind, field(fc[ni:]), field(cc), grad(cc), (0, 1),
+                            np.zeros((3, 3)), b)
     return b, g.cell_volumes
 
 
@@ -41,16 +54,7 @@ def test_a_quadratic_field_gives_a_third_of_nu_grad_div_u():
     ``grad(div U) - 2/3 grad(div U)``: ``nu 2/3`` per unit volume in x, exactly, in every
     cell whose faces are internal (linear face interpolation of an exact linear gradient)."""
     mesh = box((8, 6, 1), lengths=(1.0, 0.6, 0.1))
-
-    def field(x):
-        return np.stack([x[:, 0] ** 2, 0 * x[:, 0], 0 * x[:, 0]])
-
-    def grad(x):
-        g = np.zeros((3, 3, len(x)))
-        g[0, 0] = 2 * x[:, 0]
-        return g
-
-    b, vol = _source(mesh, field, grad)
+    b, vol = _source(mesh, [(0, 0, 1.0)])
     i, j = np.unravel_index(np.arange(mesh.n_cells), (8, 6, 1), order="F")[:2]
     inner = (i > 0) & (i < 7) & (j > 0) & (j < 5)
     assert np.abs(b[0, inner] / vol[inner] - NU * 2.0 / 3.0).max() < 1e-12
@@ -62,17 +66,7 @@ def test_a_divergence_free_field_feels_nothing():
     cell, the walls' too (each component's normal derivative there comes from the boundary
     value, and this field's components do not vary along their own wall normals)."""
     mesh = box((7, 7, 1), lengths=(1.0, 1.0, 0.1))
-
-    def field(x):
-        return np.stack([x[:, 1] ** 2, x[:, 0] ** 2, 0 * x[:, 0]])
-
-    def grad(x):
-        g = np.zeros((3, 3, len(x)))
-        g[0, 1] = 2 * x[:, 1]
-        g[1, 0] = 2 * x[:, 0]
-        return g
-
-    b, _ = _source(mesh, field, grad)
+    b, _ = _source(mesh, [(0, 1, 1.0), (1, 0, 1.0)])
     assert np.abs(b[:2]).max() < 1e-15
 
 
@@ -82,16 +76,7 @@ def test_the_walls_take_the_normal_derivative_from_the_boundary_value():
     OpenFOAM's Gauss gradient corrects its boundary values: ``d(U_y)/dy = y_P`` there
     instead of the exact 0."""
     mesh = box((4, 4, 1), lengths=(1.0, 1.0, 0.1))
-
-    def field(x):
-        return np.stack([0 * x[:, 0], x[:, 1] ** 2, 0 * x[:, 0]])
-
-    def grad(x):
-        g = np.zeros((3, 3, len(x)))
-        g[1, 1] = 2 * x[:, 1]
-        return g
-
-    b, vol = _source(mesh, field, grad)
+    b, vol = _source(mesh, [(1, 1, 1.0)])
     i, j = np.unravel_index(np.arange(mesh.n_cells), (4, 4, 1), order="F")[:2]
     inside = (j > 0) & (j < 3)
     assert np.abs(b[1, inside] / vol[inside] - NU * 2.0 / 3.0).max() < 1e-12  # nu/3 2
