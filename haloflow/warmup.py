@@ -44,9 +44,8 @@ CASES = [
     # the other built-in cases' kernels and the other pressure solvers: temperature (a
     # limited scheme), checkpoints and OpenFOAM's residual measure; non-orthogonal
     # corrections and wall forces; Spalart-Allmaras and linear-upwind; least-squares
-    # gradients and OpenFOAM's transpose stress; Jacobi-preconditioned CG, single-reduction and
-    # pipelined CG, also
-    # AMG-preconditioned
+    # gradients and OpenFOAM's transpose stress; Jacobi-preconditioned CG, single-reduction
+    # and pipelined CG, also AMG-preconditioned
     ("heated_cavity", ["mesh.cells=[8,8,1]", "solver.max_iterations=2",
                        "solver.convection_T=van-leer", "output.checkpoint_every=1",
                        "solver.pressure.method=cg-jacobi", "solver.residual_norm=normalised"]),

@@ -295,10 +295,9 @@ class Momentum:
                 cubic_source(lm.owner, lm.neighbour, fc.weight, phi, self.d, U_conv, self.gradU,
                              self.axes, self.b0)
             if self.transpose:
-                g = lm.geometry
-                transpose_stress_source(self.owner, lm.neighbour, fc.weight, self.sf,
-                                        g.face_centres, g.cell_centres, self.nu_face, bc.u_kind,
-                                        self.ub, U_conv, self.gradU, self.axes, self.g3, self.b0)
+                transpose_stress_source(self.owner, lm.neighbour, fc.weight, fc.gdiff, self.sf,
+                                        self.nu_face, bc.u_kind, self.ub, U_conv, self.gradU,
+                                        self.axes, self.g3, self.b0)
 
     def ghosts_stale(self) -> None:
         """The owned rows of ``U`` changed since its ghosts were exchanged: the next solve

@@ -206,15 +206,16 @@ def transposed_stress(owner, neighbour, sf, nu_face, nu, gradU, n_owned, gnut, s
 
 
 @nb.njit(cache=True)
-def transpose_stress_source(owner, neighbour, weight, sf, fc, cc, nu_face, u_kind, ub, U,
+def transpose_stress_source(owner, neighbour, weight, gdiff, sf, nu_face, u_kind, ub, U,
                             gradU, comps, g, b):
     """OpenFOAM's explicit ``div(nu dev2(T(grad U)))`` of its laminar (and turbulence)
     models, which simpleFoam and pimpleFoam add and icoFoam does not: ``nu grad(div U)``,
     zero in the continuum, but not in the discrete equations where the velocity gradient is
     singular (an inlet meeting a wall).  Gauss with linear interpolation of the cells'
     gradients; on a boundary face the cell's gradient with its normal part replaced by the
-    face's ``(U_b - U_P) / (n . (x_f - x_P))``, as OpenFOAM's Gauss gradient corrects its
-    boundary values.  ``gradU[d, e] = dU_d / dx_e``; ``owner`` over the visited faces;
+    face's ``(U_b - U_P) / (n . (x_f - x_P))`` (``gdiff / |S|``, the face coefficients'),
+    as OpenFOAM's Gauss gradient corrects its boundary values.  ``gradU[d, e] = dU_d /
+    dx_e``; ``owner`` over the visited faces;
     ``g``: a (3, 3) scratch for a face's gradient; ``nu_face``: per face, or one entry for
     all."""
     ni = len(neighbour)
@@ -232,11 +233,8 @@ def transpose_stress_source(owner, neighbour, weight, sf, fc, cc, nu_face, u_kin
             if u_kind[k] == EMPTY:
                 continue
             area = np.sqrt(sf[f, 0] ** 2 + sf[f, 1] ** 2 + sf[f, 2] ** 2)
-            dn = 0.0
-            for e in range(3):
-                dn += sf[f, e] / area * (fc[f, e] - cc[o, e])
             for d in comps:
-                sn = (ub[d, k] - U[d, o]) / dn
+                sn = (ub[d, k] - U[d, o]) * gdiff[f] / area
                 for e in comps:
                     sn -= sf[f, e] / area * gradU[d, e, o]
                 for e in comps:

@@ -9,6 +9,8 @@ import pytest
 
 from haloflow.case import CaseError, load_case
 from haloflow.mesh.blocks import box
+from haloflow.mesh.fv import face_coeffs
+from haloflow.parallel.local import build_local
 from haloflow.physics.patches import EMPTY, FIXED
 from haloflow.physics.schemes import transpose_stress_source
 
@@ -37,13 +39,13 @@ def _source(mesh, terms):
     """The term's cell integrals for the velocity of :func:`_squares` with its exact cell
     gradients, fixed boundary values on the x and y faces."""
     field, grad = _squares(terms)
-    g, n, ni = mesh.geom(), mesh.n_cells, mesh.n_internal
+    lm = build_local(mesh, np.zeros(mesh.n_cells, dtype=np.int64), 0)
+    fcoef = face_coeffs(lm)
+    g, ni = mesh.geom(), mesh.n_internal
     cc, fc, sf = g.cell_centres, g.face_centres, g.face_areas
     kind = np.where(np.abs(sf[ni:, 2]) > 0, EMPTY, FIXED).astype(np.int64)
-    d_o = np.linalg.norm(fc[:ni] - cc[mesh.owner[:ni]], axis=1)
-    d_n = np.linalg.norm(fc[:ni] - cc[mesh.neighbour], axis=1)
-    b = np.zeros((3, n))
-    transpose_stress_source(mesh.owner, mesh.neighbour, d_n / (d_o + d_n), sf, fc, cc,
+    b = np.zeros((3, mesh.n_cells))
+    transpose_stress_source(mesh.owner, mesh.neighbour, fcoef.weight, fcoef.gdiff, sf,
                             np.full(1, NU), kind, field(fc[ni:]), field(cc), grad(cc), (0, 1),
                             np.zeros((3, 3)), b)
     return b, g.cell_volumes
