@@ -14,8 +14,9 @@ taking turns, REPEAT times; from the median 1-rank run's profile.json it reports
 - what bounds that peak: the same prediction with the terms a change of the pressure solve
   could remove taken away one after another (the coarse levels' exchanges, then the
   redundant coarse solve's fixed cost and allgathers, then every allreduce), on the case's
-  own partition and on an ideal process grid (equal parts, six neighbours).  No change to
-  the terms a row has taken away can take the peak past that row.
+  own partition, on the ``grid`` and ``rcb`` decompositions of its mesh, and on an ideal
+  process grid (equal parts, six neighbours).  No change to the terms a row has taken away
+  can take the peak past that row.
 
     .venv/bin/python benchmarks/scaling.py [--cells 62] [--repeat 3] [--steps 10]
 
@@ -50,6 +51,7 @@ from haloflow.study.predict import (
 NETWORKS = ("infiniband-fdr", "infiniband-sdr", "gige-lowlatency", "gige-tcp")
 BOUND_NETWORKS = NETWORKS[:3]  # the bounds tables
 AGGLOMERATED = "(coarse levels agglomerated: best per rank count)"  # a bounds row
+COMPARED = ("grid", "rcb")  # the case's mesh cut by these too, in the bounds tables
 CORES_PER_NODE = 12
 PREDICT_RANKS = "12..3072"
 # what the bounds take away, one after another (each row keeps the previous rows' changes)
@@ -153,12 +155,12 @@ def bounds(w: M.Workload, partitions: dict, net: M.Curve, shm: M.Curve) -> list[
     return rows
 
 
-def bounds_of(w: M.Workload, hs: dict, shm: M.Curve, planes: dict) -> list[dict]:
-    """``bounds`` on each of ``BOUND_NETWORKS``: the case's own partition (``hs``), the
-    ``rcb-planes`` one (``planes``, where the mesh is at hand) and an ideal process grid at
-    the same rank counts."""
+def bounds_of(w: M.Workload, hs: dict, shm: M.Curve, others: dict) -> list[dict]:
+    """``bounds`` on each of ``BOUND_NETWORKS``: the case's own partition (``hs``), other
+    decompositions of its mesh (``others``: name -> halos, where the mesh is at hand) and
+    an ideal process grid (equal parts, six neighbours) at the same rank counts."""
     grid = {p: M.halo_of_grid(w.cells, p, w.dims) for p in hs}
-    parts = {"case": hs, **({"rcb-planes": planes} if planes else {}), "ideal grid": grid}
+    parts = {"case": hs, **others, "ideal grid": grid}
     return [row for name in BOUND_NETWORKS
             for row in bounds(w, parts, M.network(name), shm)]
 
@@ -246,10 +248,12 @@ def main() -> None:
         _, w = load_profile(prof)
         built = run_mesh(prof, w, lambda *a: None)
         hs = partition_halos(built, w, [1, *parse_ranks(PREDICT_RANKS)], lambda *a: None)
-        planes = {**G.planes_halos(*built, hs), 1: hs[1]} if built is not None else {}
+        others = {} if built is None else {
+            m: {**G.alternative_halos(*built, hs, m), 1: hs[1]}
+            for m in COMPARED if m != built[1]}
         shm = shm_curve(None)
         pred = predicted(w, hs, shm)
-        bound = bounds_of(w, hs, shm, planes)
+        bound = bounds_of(w, hs, shm, others)
     doc = {"cells": n ** 3, "steps": a.steps, "repeat": a.repeat, "overrides": a.set,
            "machine": os.uname().nodename, "cpus": os.cpu_count(),
            "measured": {str(p): {"s_per_step_median": med[p],

@@ -146,7 +146,7 @@ def _schema() -> dict[str, Any]:
             },
         },
         "parallel": {
-            "decomposition": _Key(_choice("metis", "rcb", "rcb-planes", "simple"), "metis"),
+            "decomposition": _Key(_choice("metis", "rcb", "rcb-planes", "grid", "simple"), "metis"),
             "halo": _Key(_choice(*STRATEGIES), "aggregated"),
             "staging": _Key(_choice(*STAGING), "host"),
             "threads": _Key(_integer(1, 4096), 1),

@@ -14,8 +14,9 @@ curve:
   only the messages between nodes cross the network.
 - **decomposition**: on a structured block whose planes of cells do not divide evenly into
   the parts, RCB's exact cuts run through planes and form staircases, so parts touch more
-  neighbours and every exchange sends more messages; ``rcb-planes`` (cuts between planes,
-  parts up to a plane larger) is priced on the same mesh.
+  neighbours and every exchange sends more messages; ``grid`` (a process grid cut between
+  planes, the same cuts across the mesh: at most 6 neighbours on a box, parts up to a
+  plane larger per axis) is priced on the same mesh.
 - **agglomeration**: coarse AMG levels with few rows per rank moved onto fewer ranks
   (``[solver.pressure] agglomerate``, ``linalg/agglomerate.py``): fewer messages per
   exchange on those levels, against the leaders' larger share of their work and the
@@ -91,25 +92,28 @@ def placed_halos(mesh, method: str, hs: dict, per_node: int) -> dict:
     return out
 
 
-def planes_halos(mesh, method: str, hs: dict) -> dict:
-    """``{ranks: halo}`` of the ``rcb-planes`` decomposition at every rank count of the
-    sweep (none where the run used it: its own halos are these)."""
+ALTERNATIVE = "grid"  # the decomposition priced beside the run's own
+
+
+def alternative_halos(mesh, method: str, hs: dict, other: str = ALTERNATIVE) -> dict:
+    """``{ranks: halo}`` of decomposition ``other`` at every rank count of the sweep (none
+    where the run used it: its own halos are these)."""
     from ..parallel.decompose import decompose
 
-    if method == "rcb-planes":
+    if method == other:
         return {}
     ni = mesh.n_internal
     return {p: M.halo_of_partition(mesh.owner[:ni], mesh.neighbour,
-                                   decompose(mesh, p, "rcb-planes"), p)
+                                   decompose(mesh, p, other), p)
             for p in sorted(hs) if 1 < p <= mesh.n_cells}
 
 
 def gains(w: M.Workload, hs: dict, placed: dict, net: M.Curve, shm: M.Curve, lay: M.Layout,
-          thread_efficiency: float, planes: dict | None = None) -> list[dict]:
+          thread_efficiency: float, grid: dict | None = None) -> list[dict]:
     """Per rank count of the sweep: the predicted step as it is, with balanced parts, with
-    two-level placement (where it spans nodes and the mesh is at hand), cut by
-    ``rcb-planes`` (``planes``: its halos, where the mesh is at hand) and with the same
-    cores as ranks of other thread counts."""
+    two-level placement (where it spans nodes and the mesh is at hand), cut by the
+    ``grid`` decomposition (``grid``: its halos, where the mesh is at hand and the run used
+    another) and with the same cores as ranks of other thread counts."""
     t0 = lay.threads_of(w)
     w1 = one_thread(w, thread_efficiency)
     rows = []
@@ -120,9 +124,9 @@ def gains(w: M.Workload, hs: dict, placed: dict, net: M.Curve, shm: M.Curve, lay
         row = {"ranks": p, "nodes": base.nodes, "threads": t0, "step_s": base.step_s,
                "balanced_step_s": M.predict(w, balanced(hs[p]), net, shm, lay).step_s,
                "cell_imbalance": float(hs[p].cells.max() / hs[p].cells.mean())}
-        if planes and p in planes:
-            row["planes_step_s"] = M.predict(w, planes[p], net, shm, lay).step_s
-            row["planes_neighbours"] = int(planes[p].neighbours.max())
+        if grid and p in grid:
+            row["grid_step_s"] = M.predict(w, grid[p], net, shm, lay).step_s
+            row["grid_neighbours"] = int(grid[p].neighbours.max())
             row["neighbours"] = int(hs[p].neighbours.max())
         if p in placed:
             block, nodes = placed[p]
@@ -182,11 +186,11 @@ def table(rows: list[dict], network: str, efficiency_note: str) -> list[str]:
     two-level decomposition against METIS placed in blocks, both by METIS)."""
     lines = [f"what would pay on {network} (same cores; threads: {efficiency_note})",
              f"{'ranks':>6} {'nodes':>5} {'s/step':>10} {'balanced':>9} {'placement':>9} "
-             f"{'cross-node cells':>17} {'rcb-planes':>11} {'best threads':>13} "
+             f"{'cross-node cells':>17} {'grid':>11} {'best threads':>13} "
              f"{'agglomerate':>15}"]
     for r in rows:
         place = cross = "-"
-        planes = _pct(r["planes_step_s"], r["step_s"]) if "planes_step_s" in r else "-"
+        grid = _pct(r["grid_step_s"], r["step_s"]) if "grid_step_s" in r else "-"
         if "placed_step_s" in r:
             place = _pct(r["placed_step_s"], r["metis_block_step_s"])
             cross = f"{r['cross_node_cells']} -> {r['placed_cross_node_cells']}"
@@ -195,7 +199,7 @@ def table(rows: list[dict], network: str, efficiency_note: str) -> list[str]:
         thr = f"{best}: {_pct(opts[best], r['step_s'])}" if opts else "-"
         lines.append(f"{r['ranks']:6d} {r['nodes']:5d} {r['step_s']:10.4g} "
                      f"{_pct(r['balanced_step_s'], r['step_s']):>9} {place:>9} {cross:>17} "
-                     f"{planes:>11} {thr:>13} {_agglomerate(r):>15}")
+                     f"{grid:>11} {thr:>13} {_agglomerate(r):>15}")
     return lines
 
 

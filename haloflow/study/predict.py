@@ -397,14 +397,14 @@ def _main(args) -> int:
     built = run_mesh(path, w, log)
     hs = partition_halos(built, w, ranks, log)
     placed = {} if built is None else G.placed_halos(*built, hs, lay.per_node(w))
-    planes = {} if built is None else G.planes_halos(*built, hs)
+    grid = {} if built is None else G.alternative_halos(*built, hs)
     summaries = []
     for net in nets:
         s = M.summary(M.sweep(w, hs, net, shm, lay))
         s["description"] = net.description
         s["latency_s"], s["bandwidth_Bps"] = net.latency, net.bandwidth
         s["overhead_s"], s["overhead_s_per_byte"] = net.o, net.o_byte
-        s["gains"] = G.gains(w, hs, placed, net, shm, lay, eff, planes)
+        s["gains"] = G.gains(w, hs, placed, net, shm, lay, eff, grid)
         summaries.append(s)
         lines = table(s)
         for line in (lines if not args.quiet else lines[-1:]):

@@ -237,14 +237,18 @@ def test_simulated_exchange(mesh_name, nparts):
         np.testing.assert_array_equal(x, f(lm.global_cells))
 
 
-@pytest.mark.parametrize("method", ["rcb", "simple", "metis"])
+@pytest.mark.parametrize("method", ["rcb", "simple", "metis", "grid"])
 @pytest.mark.parametrize("nparts", [2, 3, 4, 5])
 def test_weights_balance_parts(method, nparts):
-    """Non-uniform weights: every part's weight sum is within 10% of the mean."""
-    m = box((24, 20, 1))
+    """Non-uniform weights: every part's weight sum is within 10% of the mean (``grid`` cuts
+    between planes: on a mesh whose planes are thin against the parts)."""
+    m = box((96, 80, 1) if method == "grid" else (24, 20, 1))
     rng = np.random.default_rng(nparts)
     c = m.geom().cell_centres
-    w = 1.0 + 4.0 * (c[:, 0] > 0.5) + rng.uniform(0.0, 1.0, m.n_cells)  # right half ~4x heavier
+    heavy = c[:, 0] > 0.5  # the right half ~4x heavier
+    if method == "grid":  # which may cut across x: the heavy part a corner, no cut evens it
+        heavy &= c[:, 1] > 0.5
+    w = 1.0 + 4.0 * heavy + rng.uniform(0.0, 1.0, m.n_cells)
     parts = decompose(m, nparts, method, weights=w)
     sums = np.bincount(parts, weights=w, minlength=nparts)
     assert np.all(np.abs(sums / sums.mean() - 1.0) < 0.10), sums / sums.mean()
@@ -263,7 +267,7 @@ def test_decompose_rejects_bad_arguments():
         decompose(m, 2, "scotch")
 
 
-@pytest.mark.parametrize("method", ["rcb", "rcb-planes", "metis", "simple"])
+@pytest.mark.parametrize("method", ["rcb", "rcb-planes", "metis", "simple", "grid"])
 def test_heavy_cell_leaves_no_rank_empty(method):
     """Even with one dominant weight every rank must get at least one cell."""
     m = box((10, 1, 1))
@@ -361,6 +365,45 @@ def test_rcb_planes_cuts_a_block_into_boxes():
             span = np.ptp(ijk[parts == p], axis=0) + 1
             assert counts[p] == np.prod(span), (p, span)  # a whole box
     assert most["rcb-planes"] == 3 < most["rcb"], most
+
+
+def test_grid_cuts_a_block_into_aligned_boxes():
+    """23³ into 48: ``rcb-planes`` keeps whole planes, but sibling sub-domains cut them at
+    different places, so a part can touch more than 6 others; ``grid`` makes the same cuts
+    across the block: every part a box, the parts' corners on one a x b x c grid, at most 6
+    neighbours, each part at most a plane larger per axis than an equal share."""
+    from haloflow.mesh.core import cell_adjacency
+    from haloflow.parallel.topology import part_graph
+
+    n, P = 23, 48
+    m = box((n, n, n))
+    xadj, adj = cell_adjacency(m)
+    ijk = np.floor(m.geom().cell_centres * n).astype(np.int64)
+    most = {}
+    for method in ("rcb-planes", "grid"):
+        parts = decompose(m, P, method)
+        most[method] = int((part_graph(xadj, adj, parts, P) > 0).sum(axis=1).max())
+    counts = np.bincount(parts, minlength=P)
+    lows = np.array([ijk[parts == p].min(axis=0) for p in range(P)])
+    for p in range(P):
+        span = np.ptp(ijk[parts == p], axis=0) + 1
+        assert counts[p] == np.prod(span), (p, span)  # a whole box
+    shape = [len(np.unique(lows[:, d])) for d in range(3)]
+    assert np.prod(shape) == P, shape  # one set of cuts per axis
+    assert counts.max() <= np.prod([-(-n // k) for k in shape])
+    assert most["grid"] <= 6 < most["rcb-planes"], most
+
+
+def test_grid_on_a_mesh_that_is_not_a_box():
+    """The backward step (an L of blocks): a grid part may fall outside the domain; the
+    grids that leave none empty are the candidates, and every rank gets cells."""
+    from haloflow.case import load_case
+    from haloflow.mesh import from_case
+
+    m = from_case(load_case("backward_step").mesh)
+    for P in (3, 4, 7, 16):
+        counts = np.bincount(decompose(m, P, "grid"), minlength=P)
+        assert counts.min() > 0 and counts.max() / counts.mean() < 1.2, (P, counts)
 
 
 def test_rcb_planes_is_rcb_where_no_centres_share_a_plane():
