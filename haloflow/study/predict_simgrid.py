@@ -99,42 +99,30 @@ def replay_step(w: M.Workload, halo: M.Halo, lay: M.Layout, net: M.Curve, shm: M
 GAP = 0.2  # SimGrid this far from the model (either way): name the effect
 
 
-def effects(p: Platform) -> list[tuple[str, Callable[[Platform], Platform], bool]]:
+def effects(p: Platform) -> list[tuple[str, Callable[[Platform], Platform]]]:
     """The effects of SimGrid's platform ``p`` that the analytic model does not have, each
-    as (name, the platform without it, whether the model must drop o too):
+    as (name, the platform without it):
     - NIC serialisation: a node's ranks share its one link; without it the link carries
       each of them at full bandwidth at once (bandwidth x cores);
     - contention and topology: a shared backbone or a fat tree; without it a non-blocking
-      switch;
-    - the per-message CPU cost (o) inside a node: SMPI charges a network's o to every
-      message, the model only to those between nodes; without it o is zero on both sides
-      (the model's too)."""
+      switch."""
     out = []
     if p.cores > 1 and p.nodes > 1:
-        out.append(("NIC serialisation", lambda q: replace(q, bandwidth=q.bandwidth * q.cores),
-                    False))
+        out.append(("NIC serialisation", lambda q: replace(q, bandwidth=q.bandwidth * q.cores)))
     if p.backbone_Bps is not None or p.fat_tree is not None:
         out.append(("contention and topology",
-                    lambda q: replace(q, backbone_Bps=None, fat_tree=None), False))
-    if p.cores > 1 and (p.o > 0 or p.o_byte > 0):
-        out.append(("per-message CPU cost inside a node", lambda q: replace(q, o=0.0,
-                                                                           o_byte=0.0), True))
+                    lambda q: replace(q, backbone_Bps=None, fat_tree=None)))
     return out
 
 
-def explain(p: Platform, ratio: float, again: Callable, model_without_o: float | None,
-            model: float) -> dict | None:
+def explain(p: Platform, ratio: float, again: Callable, model: float) -> dict | None:
     """Where SimGrid / model (``ratio``) is beyond ``GAP``: SimGrid's ratio to the model with
     each effect of ``effects(p)`` taken away (``again(change)``: the replay's seconds on the
     changed platform), and the effect whose absence brings it nearest 1, named if that
     halves the gap (in log terms); None within the gap."""
     if abs(ratio - 1.0) <= GAP:
         return None
-    without = {}
-    for name, change, drop_o in effects(p):
-        ref = model_without_o if drop_o else model
-        if ref:
-            without[name] = again(change) / ref
+    without = {name: again(change) / model for name, change in effects(p)}
     best = min(without, key=lambda k: abs(math.log(without[k])), default=None)
     named = best if best is not None and \
         abs(math.log(without[best])) <= 0.5 * abs(math.log(ratio)) else None
@@ -174,11 +162,10 @@ def run_profile(args, w: M.Workload, hs: dict, nets: list[M.Curve], shm: M.Curve
                 work = Path(tmp) / f"{P}"
                 step = replay_step(w, hs[P], lay, net, shm, frac, work, args)
                 model = M.predict(w, hs[P], net, shm, lay).step_s
-                free = replace(net, o=0.0, o_byte=0.0)
                 why = explain(
                     platform(net, shm, P, lay.per_node(w), SPEED, args), step / model,
                     partial(replay_step, w, hs[P], lay, net, shm, frac, work, args, 3600),
-                    M.predict(w, hs[P], free, shm, lay).step_s, model) if model else None
+                    model) if model else None
                 rows.append({"network": net.name, "ranks": P,
                              "nodes": -(-P // lay.per_node(w)), "actions": total,
                              "fraction": frac, "step_s": step, "model_step_s": model,
@@ -251,7 +238,7 @@ def run(args, nets: list[M.Curve], shm: M.Curve, lay: M.Layout,
             model = model_of(net) if model_of else None
             why = explain(p, seconds / args.steps / model,
                           partial(_replay_changed, listing, ranks, p, work, args.steps),
-                          model_of(replace(net, o=0.0, o_byte=0.0)), model) if model else None
+                          model) if model else None
             rows.append({"network": net.name, "ranks": ranks, "nodes": p.nodes,
                          "latency_s": p.latency, "bandwidth_Bps": p.bandwidth,
                          "simulated_s": seconds, "step_s": seconds / args.steps,

@@ -21,8 +21,9 @@ latency and bandwidth by factors fitted to one Ethernet cluster (a 1-byte messag
 twice the link latency); here the networks come from presets and NetPIPE curves that already
 are what an MPI message costs, so CM02 keeps them as they are, and the analytic check
 ``latency + (size + 16) / bandwidth`` is exact.  A network's host
-CPU overhead per message (LogGP's o and its per-byte part) becomes SMPI's ``smpi/os``,
-``smpi/ois`` and ``smpi/or``: the sender and receiver are busy that long for every message.
+CPU overhead per message (LogGP's o and its per-byte part) becomes computation in the traces
+around each message between nodes (:mod:`.message_overhead`), not SMPI's ``smpi/os`` and
+``smpi/or``, which would charge the messages within a node too.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .message_overhead import rewrite
 from .trace import TraceError
 
 SIMULATED = re.compile(r"Simulated time: ([0-9.eE+-]+) seconds")
@@ -152,16 +154,19 @@ def _run(cmd: list, workdir: Path, timeout: float) -> subprocess.CompletedProces
 
 def replay(listing: Path, ranks: int, p: Platform, workdir: Path, extra: tuple = (),
            timeout: float = 3600) -> float:
-    """Simulated seconds of the traces listed in ``listing`` (one file per rank) on ``p``."""
+    """Simulated seconds of the traces listed in ``listing`` (one file per rank) on ``p``
+    (its o as computation around the messages between nodes: rewritten copies in
+    ``workdir``)."""
     smpirun = find_smpirun()
     workdir.mkdir(parents=True, exist_ok=True)
     plat, hosts = workdir / "platform.xml", workdir / "hostfile.txt"
     plat.write_text(platform_xml(p), encoding="utf-8")
     hosts.write_text(hostfile(ranks, p.cores), encoding="utf-8")
-    overhead = f"0:{p.o!r}:{p.o_byte!r}"
+    if (p.o > 0 or p.o_byte > 0) and p.nodes > 1:
+        listing = rewrite(listing, ranks, p.cores, p.o, p.o_byte, p.speed,
+                          workdir / "traces-with-o")
     cmd = [smpirun, "-np", str(ranks), "-platform", str(plat), "-hostfile", str(hosts),
-           "-replay", str(listing), *CONFIG, f"--cfg=smpi/os:{overhead}",
-           f"--cfg=smpi/ois:{overhead}", f"--cfg=smpi/or:{overhead}", *extra]
+           "-replay", str(listing), *CONFIG, *extra]
     try:
         r = _run(cmd, workdir, timeout)
     except subprocess.TimeoutExpired:
