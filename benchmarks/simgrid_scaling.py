@@ -2,18 +2,19 @@
 model (``haloflow predict``) and SimGrid's replay of the same step side by side.
 
 The calibration is benchmarks/scaling.py's: the cavity on one rank (its case, ``--repeat``
-runs, the median), or a 1-rank ``--profile`` of that case.  At every rank count the run's
-mesh is partitioned as the case does (rcb) and ``study/synth_trace.py`` writes each rank's
-step from what the model itself uses: the rank's own computation, the halo exchanges of the
-mesh and of every distributed AMG level on their real neighbours and byte counts, the
-allreduces and allgathers.  ``smpirun -replay`` prices it on the platform ``predict --engine
+runs, the median), or a 1-rank ``--profile`` of that case. At every rank count the run's
+mesh is partitioned as the case does (``grid``) and ``study/synth_trace.py`` writes each
+rank's step from what the model itself uses: the rank's own computation, the halo exchanges
+of the mesh and of every distributed AMG level on their real neighbours and byte counts, the
+allreduces and allgathers. ``smpirun -replay`` prices it on the platform ``predict --engine
 simgrid`` builds (``study/predict_simgrid.platform``: 12-core nodes, each node's one NIC
-shared by its ranks' messages, a non-blocking switch, SMPI's per-message CPU overhead from
-the preset).  Where a whole step has more than ``--budget`` actions, a sample of the step
-(every kind of operation in proportion, ``synth_trace.write(fraction=)``) is replayed and
-its time scaled; at the first rank count sampled the whole step is replayed too, to check the
-sample, and ``--check RANKS:ACTIONS`` replays a larger sample at other rank counts (3 072
-ranks: a whole step of 66 million actions would take SimGrid hours).
+shared by its ranks' messages, a non-blocking switch, the preset's per-message CPU overhead
+as computation around the messages between nodes). Where a whole step has more than
+``--budget`` actions, a sample of the step (every kind of operation in proportion,
+``synth_trace.write(fraction=)``) is replayed and its time scaled; at the first rank count
+sampled the whole step is replayed too, to check the sample, and ``--check RANKS:ACTIONS``
+replays a larger sample at other rank counts (3 072 ranks: a whole step of 66 million
+actions would take SimGrid hours).
 
     .venv/bin/python benchmarks/simgrid_scaling.py [--profile RUN/profile.json]
         [--ranks 12,24,...,3072] [--budget 1500000] [--timeout 600] [--check 3072:2e6]
