@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,9 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from haloflow.linalg import flexible
 from haloflow.linalg.amg import AMG
+from haloflow.linalg.krylov import Workspace
 from haloflow.linalg.matrix import DistMatrix, Pattern
 from haloflow.linalg.poisson import laplacian
 from haloflow.mesh.blocks import box
@@ -70,35 +73,29 @@ def cell_index(lm, n: int) -> np.ndarray:
     return np.floor(lm.geometry.cell_centres[: lm.n_owned] * n).astype(np.int64)
 
 
-def fcg(A, b, precond, tol, max_iter=600) -> int:
-    """Flexible CG (one truncation: Polak-Ribiere beta), iterations to ||r|| < tol ||b||."""
-    x = np.zeros_like(b)
-    r = b.copy()
-    z = precond(r)
-    p = z.copy()
-    bn = np.linalg.norm(b)
-    for it in range(1, max_iter + 1):
-        q = A @ p
-        alpha = (p @ r) / (p @ q)
-        x += alpha * p
-        r -= alpha * q
-        if np.linalg.norm(r) < tol * bn:
-            return it
-        z = precond(r)
-        beta = -(z @ q) / (p @ q)
-        p = z + beta * p
-    return max_iter
+MAX_ITER = 600
 
 
-def process_grid(P: int) -> tuple[int, int, int]:
-    return tuple(M.process_grid(P, 3))
+def fcg_iterations(A, lm, b, precond, tol: float) -> int:
+    """The project's FCG(1) (``linalg.flexible.fcg``) from zero to ``||r|| <= tol ||b||``
+    with ``precond(r)`` on the owned rows: its iterations."""
+    n = lm.n_owned
+    rhs = np.zeros(lm.n_cells)
+    rhs[:n] = b
+
+    def apply(r, z):
+        z[:n] = precond(r[:n])
+
+    info = flexible.fcg(A, rhs, np.zeros(lm.n_cells), tol, MAX_ITER, self_reducer(),
+                        Workspace(lm.n_cells, n, flexible.FCG_VECTORS), apply)
+    return info.iters
 
 
 class Schwarz:
     """Two-level Schwarz on the ideal process grid of ``P`` parts of an ``n``^3 box."""
 
     def __init__(self, As, ijk, n: int, P: int):
-        g = process_grid(P)
+        g = M.process_grid(P, 3)
         cut = [(ijk[:, d] * g[d]) // n for d in range(3)]
         part = (cut[0] * g[1] + cut[1]) * g[2] + cut[2]
         self.As, self.P = As, P
@@ -188,14 +185,15 @@ def iterations(n: int, ranks, tol: float, log) -> dict:
         amg.apply(rr, z)
         return z[: lm.n_owned]
 
-    out = {"amg": fcg(As, b, amg_apply, tol), "cycle": amg.cycle_kind, "parts": {}}
+    out = {"amg": fcg_iterations(A, lm, b, amg_apply, tol), "cycle": amg.cycle_kind,
+           "parts": {}}
     log(f"AMG ({amg.cycle_kind}-cycle) on the whole mesh: {out['amg']} iterations")
     ijk = cell_index(lm, n)
     for P in ranks:
         t = time.perf_counter()
         s = Schwarz(As, ijk, n, P)
-        row = {"additive": fcg(As, b, s.additive, tol),
-               "balancing": fcg(As, b, s.balancing, tol),
+        row = {"additive": fcg_iterations(A, lm, b, s.additive, tol),
+               "balancing": fcg_iterations(A, lm, b, s.balancing, tol),
                "factor_nnz": s.factor_nnz}
         out["parts"][P] = row
         log(f"{P:5d} parts ({n ** 3 // P} cells each): additive {row['additive']}, "
@@ -210,7 +208,7 @@ def calibrate(n: int, tmp: Path) -> Path:
             "output.fields=false", "output.plots=false", "postprocess.cavity=false"]
     cmd = [str(Path(sys.executable).parent / "haloflow"), "run", "cavity", "-o", str(out),
            "--quiet", "--steps", "10", *[x for s in sets for x in ("--set", s)]]
-    subprocess.run(cmd, check=True, env={"NUMBA_NUM_THREADS": "1", **__import__("os").environ})
+    subprocess.run(cmd, check=True, env={"NUMBA_NUM_THREADS": "1", **os.environ})
     return out / "profile.json"
 
 

@@ -126,13 +126,11 @@ def grid(centres: np.ndarray, w: np.ndarray, nparts: int, owner: np.ndarray,
     with the lightest largest part is taken, then the fewest faces between parts.  Where
     no grid fits (a part would fall outside a non-box domain), ``rcb-planes``."""
     planes = [_planes(centres[:, d]) for d in range(centres.shape[1])]
-    n_planes = [int(p.max()) + 1 for p in planes]
+    plane_w = [np.bincount(p, weights=w) for p in planes]
     candidates = []
     for shape in _grids(nparts, len(planes)):
-        if any(k > n for k, n in zip(shape, n_planes, strict=True)):
+        if any(k > len(pw) for k, pw in zip(shape, plane_w, strict=True)):
             continue
-        plane_w = [np.bincount(p, weights=w, minlength=n) for p, n in zip(planes, n_planes,
-                                                                           strict=True)]
         edges = [_plane_groups(pw, k) for pw, k in zip(plane_w, shape, strict=True)]
         # on a box of uniform weights the largest part is the product of the axes' largest
         # shares: rank the grids by it, then compute the few best exactly

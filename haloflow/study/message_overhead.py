@@ -21,7 +21,6 @@ from pathlib import Path
 from .trace import TraceError
 
 SENDS = ("send", "isend")
-RECEIVES = ("recv", "irecv")
 NO_DATA = ("init", "finalize", "compute", "barrier", "comm_size", "comm_split", "comm_dup",
            "waitall", "wait", "test", "sleep")
 
