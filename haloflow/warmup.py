@@ -11,11 +11,13 @@ versions of the sources beside this one's is removed first (:mod:`.kernel_cache`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -100,20 +102,40 @@ def warm_case(source: str, overrides: list[str], jobs: int) -> int:
     t0 = time.perf_counter()
     load_case(source, overrides)  # a bad case: its one-line error before any process starts
     print(f"compiling the kernels {source} needs into {os.environ['NUMBA_CACHE_DIR']} "
-          "(once for these sources; a minute or so on two cores)", flush=True)
-    if jobs <= 1:
-        _warm_case_part(source, overrides, 0)
-    else:
-        sets = [x for o in overrides for x in ("--set", o)]
-        with tempfile.TemporaryDirectory(prefix="haloflow-warmup-locks-") as locks:
-            procs = [subprocess.Popen([sys.executable, "-m", "haloflow.warmup", "--case", source,
-                                       *sets, "--part", str(i), "--locks", locks])
-                     for i in range(2)]
-            code = next((c for c in [proc.wait() for proc in procs] if c), 0)
-        if code:  # the process said why
-            return code
+          "(once for these sources: about 3 minutes on two cores)", flush=True)
+    with _heartbeat(t0):
+        if jobs <= 1:
+            _warm_case_part(source, overrides, 0)
+        else:
+            sets = [x for o in overrides for x in ("--set", o)]
+            with tempfile.TemporaryDirectory(prefix="haloflow-warmup-locks-") as locks:
+                procs = [subprocess.Popen([sys.executable, "-m", "haloflow.warmup", "--case",
+                                           source, *sets, "--part", str(i), "--locks", locks])
+                         for i in range(2)]
+                code = next((c for c in [proc.wait() for proc in procs] if c), 0)
+            if code:  # the process said why
+                return code
     print(f"kernels ready ({time.perf_counter() - t0:.0f} s)", flush=True)
     return 0
+
+
+@contextlib.contextmanager
+def _heartbeat(t0: float, every: float = 30.0):
+    """A line every ``every`` seconds while the kernels compile (numba says nothing until
+    it is done), so that a first ``make run`` is not minutes of silence."""
+    stop = threading.Event()
+
+    def beat():
+        while not stop.wait(every):
+            print(f"  still compiling ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _warm_case_part(source: str, overrides: list[str], part: int) -> None:

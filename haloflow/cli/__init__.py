@@ -110,14 +110,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"haloflow: error: {message} (see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone: each rank of a run parses its
+    command line, and importing the other commands' modules would cost each a third of a
+    second."""
     parser = _Parser(
         prog="haloflow", description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _run_parser(sub)
-    for module in COMMANDS.values():
-        importlib.import_module(module, "haloflow").add_parser(sub)
+    if command in (None, "run"):
+        _run_parser(sub)
+    for name, module in COMMANDS.items():
+        if command in (None, name):
+            importlib.import_module(module, "haloflow").add_parser(sub)
     return parser
 
 
@@ -194,7 +199,9 @@ def _restart_case(args, overrides, comm):
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv and (argv[0] == "run" or argv[0] in COMMANDS) else None
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

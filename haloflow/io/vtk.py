@@ -11,9 +11,16 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-from xml.sax.saxutils import quoteattr
+from html import escape
 
 import numpy as np
+
+
+def quoteattr(text: str) -> str:
+    """``text`` as a quoted XML attribute value (``xml.sax.saxutils`` would import ``urllib``
+    and ``ssl`` into every rank)."""
+    return f'"{escape(text, quote=True)}"'
+
 
 VTK_HEXAHEDRON = 12
 VTK_POLYHEDRON = 42

@@ -2,7 +2,8 @@
 
 Two ways to run on several ranks:
 
-- the ``mpirun`` / ``haloflow_mpi`` fixtures launch a script or the command line;
+- the ``mpirun`` / ``haloflow_mpi`` fixtures launch a script or the command line
+  (``haloflow run`` on a job of that many ranks kept up for the session: ``jobs.py``);
 - ``@pytest.mark.parallel(ranks=[2, 3], halo=["packed", "aggregated"], timeout=120)`` on a
   test function (as Devito's ``parallel(mode=...)``): the test is parametrised by ``nranks``
   (and ``halo`` if it takes that argument), and its body runs inside ``mpiexec -n nranks``:
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mpi import batch
+from tests.mpi import batch, jobs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,14 +112,38 @@ def mpirun():
     return run
 
 
+_KEPT: list = [None]  # the session's kept-up jobs (``haloflow_mpi``), once made
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The kept-up jobs end with this directory's last test: the tests after it (threads,
+    timings) have the machine to themselves."""
+    here = Path(__file__).parent
+    if _KEPT[0] is not None and here in item.path.parents and (
+            nextitem is None or here not in nextitem.path.parents):
+        _KEPT[0].close()
+
+
 @pytest.fixture(scope="session")
 def haloflow_mpi(mpirun):
-    """``haloflow_mpi(n, "run", ...)``: the haloflow command on ``n`` ranks."""
+    """``haloflow_mpi(n, "run", ...)``: the haloflow command on ``n`` ranks, ``run`` on a job
+    of ``n`` ranks kept up for the session (``jobs.py``), anything else on a job of its own."""
+    kept = _KEPT[0] = jobs.Jobs(require_mpiexec(), mpi_env, REPO)
 
-    def run(n: int, *args: str, timeout: float = 120, env: dict[str, str] | None = None):
-        return mpirun(n, "-m", "haloflow", *args, timeout=timeout, env=env)
+    def run(n: int, *args: str, timeout: float = 120, env: dict[str, str] | None = None,
+            fresh: bool = False):
+        """``fresh``: a job of its own (a run timed as a user's would be)."""
+        got = (kept.call(n, args, timeout) if not fresh and kept.serves(n, args, env)
+               else NotImplemented)
+        if got is NotImplemented:
+            return mpirun(n, "-m", "haloflow", *args, timeout=timeout, env=env)
+        cmd = [f"(a kept-up job of {n} rank(s))", "haloflow", *args]
+        if got is None:
+            pytest.fail(f"{' '.join(cmd)} still running after {timeout} s, killed")
+        return subprocess.CompletedProcess(cmd, *got)
 
-    return run
+    yield run
+    kept.close()
 
 
 # -- @pytest.mark.parallel ---------------------------------------------------------------------

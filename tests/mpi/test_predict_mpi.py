@@ -7,7 +7,8 @@ The calibration runs go two at a time, one per core, so the profile's compute se
 those of a core whose neighbour is busy, as in the 2-rank run.  A virtual machine's two
 cores can be two hardware threads of one physical core, or share its caches: the CI VM ran
 one rank alone 1.5 times faster per step than each of two ranks side by side, and a model
-calibrated on the idle node then missed by that factor.
+calibrated on the idle node then missed by that factor.  Every run is a job of its own, as
+a user's (not a kept-up job that ran other cases before it).
 
 The model assumes each rank has a core to itself, and on a machine shared with other jobs
 a rank is descheduled part of the time while its partner waits for it: on the 2-core
@@ -58,7 +59,7 @@ def _fastest(haloflow_mpi, n: int, out, seen: list) -> dict | None:
         for k in range(RUNS):
             dirs = [out / f"n{n}-{k}-{c}" for c in range(copies)]
             jobs = [pool.submit(haloflow_mpi, n, "run", "cavity", "-o", str(d), *CASE,
-                                timeout=120) for d in dirs]
+                                timeout=120, fresh=True) for d in dirs]
             for d, job in zip(dirs, jobs, strict=True):
                 res = job.result()
                 assert res.returncode == 0, res.stderr
