@@ -45,8 +45,10 @@ class Sampler2D:
         weights = np.column_stack([b, 1.0 - b.sum(axis=1)])
         nodes = v[self.tri.simplices[simplex[inside]]]  # (m, 3) or (m, 3, k)
         out[inside] = np.einsum("mi,mi...->m...", weights, nodes)
-        for i in np.flatnonzero(~inside):  # few points: a scan of the nodes each
-            out[i] = v[np.argmin(((self.xy - pts[i]) ** 2).sum(axis=1))]
+        if not inside.all():  # scipy.spatial is loaded already (the triangulation)
+            from scipy.spatial import cKDTree
+
+            out[~inside] = v[cKDTree(self.xy).query(pts[~inside])[1]]
         return out
 
 

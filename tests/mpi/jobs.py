@@ -6,9 +6,8 @@ second of CPU per rank).  ``haloflow_mpi(n, "run", ...)`` therefore hands the co
 a job of ``n`` ranks started once (``mpiexec -n n python jobs.py n SPOOL``): every rank
 waits on its FIFO in SPOOL for the next command line, runs ``haloflow.cli.main`` on it with
 its standard output and error sent to files of its own, and reports its exit status on
-another FIFO.  The
-caller gets what a fresh job gives: the exit status (the ranks' largest), stdout and stderr
-(the ranks' files, rank after rank).
+another FIFO.  The caller gets what a fresh job gives: the exit status (the ranks'
+largest), stdout and stderr (the ranks' files, rank after rank, removed once read).
 
 A job that fails a command, dies (``MPI_Abort``) or runs past its timeout is not used
 again: the next command starts a fresh one, so a failure leaves nothing behind for the
@@ -121,7 +120,11 @@ class Job:
     def _outputs(self, k: int) -> tuple[str, str]:
         def read(kind):
             files = [self.spool / f"{k}.{r}.{kind}" for r in range(self.nranks)]
-            return "".join(f.read_text(errors="replace") for f in files if f.exists())
+            files = [f for f in files if f.exists()]
+            text = "".join(f.read_text(errors="replace") for f in files)
+            for f in files:
+                f.unlink()
+            return text
 
         return read("out"), read("err")
 
