@@ -132,7 +132,10 @@ def haloflow_mpi(mpirun):
 
     def run(n: int, *args: str, timeout: float = 120, env: dict[str, str] | None = None,
             fresh: bool = False):
-        """``fresh``: a job of its own (a run timed as a user's would be)."""
+        """``fresh``: a job of its own, timed as a user's run would be, on a machine without
+        the kept-up jobs (ended first: their processes and memory out of the way)."""
+        if fresh:
+            kept.close()
         got = (kept.call(n, args, timeout) if not fresh and kept.serves(n, args, env)
                else NotImplemented)
         if got is NotImplemented:

@@ -212,9 +212,10 @@ class Jobs:
             self.lock.release()
 
     def close(self) -> None:
-        for job in self.jobs.values():
-            job.close()
-        self.jobs.clear()
+        with self.lock:  # not while a command runs, nor twice at once (a test's threads)
+            for job in self.jobs.values():
+                job.close()
+            self.jobs.clear()
 
 
 if __name__ == "__main__":
